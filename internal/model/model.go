@@ -1,0 +1,191 @@
+// Package model holds Sluice's value types: readings, audit events, days and
+// partition keys. It does no I/O and never reads the clock.
+package model
+
+import (
+	"fmt"
+	"time"
+)
+
+// Kind says which table a partition belongs to.
+type Kind uint8
+
+// The kinds of data Sluice stores.
+const (
+	KindReadings Kind = 1
+	KindAudit    Kind = 2
+)
+
+// String returns the kind's name as used in the read API and the CLI.
+func (k Kind) String() string {
+	switch k {
+	case KindReadings:
+		return "readings"
+	case KindAudit:
+		return "audit"
+	default:
+		return fmt.Sprintf("kind(%d)", uint8(k))
+	}
+}
+
+// ParseKind is the inverse of Kind.String.
+func ParseKind(s string) (Kind, error) {
+	switch s {
+	case "readings":
+		return KindReadings, nil
+	case "audit":
+		return KindAudit, nil
+	}
+	return 0, fmt.Errorf("unknown kind %q (allowed: readings, audit)", s)
+}
+
+// MillisPerDay is the length of a day bucket in milliseconds.
+const MillisPerDay = int64(24 * time.Hour / time.Millisecond)
+
+// Day is a UTC day bucket: the number of whole days since 1970-01-01.
+type Day int32
+
+// DayOf returns the UTC day that holds the timestamp ts (milliseconds since
+// the Unix epoch).
+func DayOf(ts int64) Day {
+	d := ts / MillisPerDay
+	if ts < 0 && ts%MillisPerDay != 0 {
+		d--
+	}
+	return Day(d)
+}
+
+// Start returns the first millisecond of the day.
+func (d Day) Start() int64 { return int64(d) * MillisPerDay }
+
+// End returns the first millisecond after the day.
+func (d Day) End() int64 { return (int64(d) + 1) * MillisPerDay }
+
+// Time returns midnight UTC of the day.
+func (d Day) Time() time.Time { return time.UnixMilli(d.Start()).UTC() }
+
+// String formats the day as YYYY-MM-DD.
+func (d Day) String() string { return d.Time().Format(time.DateOnly) }
+
+// ParseDay parses YYYY-MM-DD.
+func ParseDay(s string) (Day, error) {
+	t, err := time.Parse(time.DateOnly, s)
+	if err != nil {
+		return 0, fmt.Errorf("parse day %q: want YYYY-MM-DD", s)
+	}
+	return DayOf(t.UnixMilli()), nil
+}
+
+// Metric is one named value of a reading.
+type Metric struct {
+	Name  string
+	Value float64
+}
+
+// Reading is what a device reports at one instant. TS is in milliseconds since
+// the Unix epoch, UTC. Metrics are sorted by name and unique.
+type Reading struct {
+	DeviceID string
+	TS       int64
+	Seq      int64
+	HasSeq   bool
+	Metrics  []Metric
+}
+
+// AuditEvent is one audited action. EventID is the idempotency key.
+// Attributes is a raw JSON object, or nil.
+type AuditEvent struct {
+	EventID    string
+	Stream     string
+	TS         int64
+	Actor      string
+	Action     string
+	Resource   string
+	Outcome    string
+	Attributes []byte
+}
+
+// PartitionKey names one partition of a table: (tenant, device or stream,
+// day, sub-bucket).
+type PartitionKey struct {
+	Kind   Kind
+	Tenant string
+	Series string // device id for readings, stream for audit events
+	Day    Day
+	Sub    uint32
+}
+
+func (p PartitionKey) String() string {
+	return fmt.Sprintf("%s/%s/%s/%s/%d", p.Kind, p.Tenant, p.Series, p.Day, p.Sub)
+}
+
+// SeriesDay is the part of a partition key above the sub-bucket: the unit the
+// bucket planner decides for.
+type SeriesDay struct {
+	Kind   Kind
+	Tenant string
+	Series string
+	Day    Day
+}
+
+// SeriesDay drops the sub-bucket.
+func (p PartitionKey) SeriesDay() SeriesDay {
+	return SeriesDay{Kind: p.Kind, Tenant: p.Tenant, Series: p.Series, Day: p.Day}
+}
+
+// Partition returns the key of sub-bucket sub of the series-day.
+func (s SeriesDay) Partition(sub uint32) PartitionKey {
+	return PartitionKey{Kind: s.Kind, Tenant: s.Tenant, Series: s.Series, Day: s.Day, Sub: sub}
+}
+
+// PartitionInfo is one entry of the partition catalogue: a partition that
+// exists, its size and time range, and the bucketing state that produced it.
+type PartitionInfo struct {
+	Key   PartitionKey
+	Rows  int64 // rows written (an upper bound on distinct rows: overwrites count again)
+	Bytes int64 // encoded bytes written, same counting
+	MinTS int64
+	MaxTS int64
+	State string // bucketing state that created the partition, e.g. "single" or "split"
+	// Closed is set once the partition reached its bound; no row is added to it afterwards.
+	Closed bool
+}
+
+// Overlaps reports whether the partition holds timestamps in [from, to).
+func (p PartitionInfo) Overlaps(from, to int64) bool {
+	return p.Rows > 0 && p.MinTS < to && p.MaxTS >= from
+}
+
+// ReadingRow is one stored cell of the readings table: the value of one metric
+// of one reading. Its clustering key is (TS, Metric).
+type ReadingRow struct {
+	TS     int64
+	Metric string
+	Value  float64
+	Seq    int64
+	HasSeq bool
+}
+
+// ReadingRows flattens readings into rows, in input order.
+func ReadingRows(r Reading) []ReadingRow {
+	rows := make([]ReadingRow, len(r.Metrics))
+	for i, m := range r.Metrics {
+		rows[i] = ReadingRow{TS: r.TS, Metric: m.Name, Value: m.Value, Seq: r.Seq, HasSeq: r.HasSeq}
+	}
+	return rows
+}
+
+// Size is the row's payload size in bytes as the partition bound counts it:
+// clustering key plus value, without the partition key every row shares.
+func (r ReadingRow) Size() int64 {
+	n := int64(8 + len(r.Metric) + 9)
+	if r.HasSeq {
+		n += 8
+	}
+	return n
+}
+
+// Size is the event's payload size in bytes as the partition bound counts it.
+func (e AuditEvent) Size() int64 {
+	return int64(8 + len(e.EventID) + len(e.Actor) + len(e.Action) + len(e.Resource) + len(e.Outcome) + len(e.Attributes) + 5)
+}

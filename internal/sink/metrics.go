@@ -1,0 +1,53 @@
+package sink
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	rows            *prometheus.CounterVec
+	commits         prometheus.Counter
+	commitErrors    prometheus.Counter
+	commitSeconds   prometheus.Histogram
+	batchRows       prometheus.Histogram
+	queued          prometheus.Gauge
+	busy            prometheus.Counter
+	auditDuplicates prometheus.Counter
+	seriesDays      prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_sink_rows_written_total", Help: "Rows made durable, by kind.",
+		}, []string{"kind"}),
+		commits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_sink_commits_total", Help: "Durable commits.",
+		}),
+		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_sink_commit_errors_total", Help: "Commits that failed; their requests were answered with an error.",
+		}),
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sluice_sink_commit_seconds", Help: "Time to make one batch durable.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		batchRows: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sluice_sink_batch_rows", Help: "Rows per commit.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+		}),
+		queued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_sink_queued_rows", Help: "Rows admitted and not yet durable.",
+		}),
+		busy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_sink_busy_total", Help: "Requests refused because the pipeline was full.",
+		}),
+		auditDuplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_sink_audit_duplicates_total", Help: "Audit events skipped because their event_id was already stored.",
+		}),
+		seriesDays: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_buckets_series_days", Help: "Series-days whose bucketing state is held in memory.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.rows, m.commits, m.commitErrors, m.commitSeconds, m.batchRows, m.queued, m.busy, m.auditDuplicates, m.seriesDays)
+	}
+	return m
+}

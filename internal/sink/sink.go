@@ -1,0 +1,477 @@
+// Package sink is the write path shared by every transport: it admits
+// validated rows under a bounded budget, places each row in its partition
+// through the bucket planner, groups rows by partition, and commits them
+// durably, many requests to one commit. Write returns only after the commit
+// that holds the request's rows is durable, or with an error, in which case
+// nothing of that request may be assumed stored.
+//
+// # Pipeline
+//
+//  1. Write takes a share of the row budget (Config.QueueRows), waiting at
+//     most Config.AdmissionTimeout; without it the caller gets a *BusyError.
+//  2. One flusher goroutine collects requests until Config.BatchRows rows are
+//     waiting or Config.Linger passed since the first, then plans them. It
+//     alone touches the planner, so bucketing decisions are serial. Before it
+//     loads a series-day's catalogue it waits for the commits in flight, so
+//     the catalogue it reads is never older than the planner's own writes.
+//  3. Up to Config.Commits committer goroutines write batches. Every request
+//     of a batch is answered with the batch's result, and its budget freed.
+//
+// A request's rows never span two batches, so a request is all-or-nothing.
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+// Store is what the sink needs of a storage backend.
+type Store interface {
+	// Catalogue returns every partition of a series-day.
+	Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.PartitionInfo, error)
+	// AuditSeen reports which audit event ids are already stored.
+	AuditSeen(ctx context.Context, ids []store.AuditID) ([]bool, error)
+	// Commit writes the batch atomically; it returns nil only once durable.
+	Commit(ctx context.Context, b *store.Batch) error
+}
+
+// Config tunes batching and back-pressure.
+type Config struct {
+	BatchRows        int           `mapstructure:"batch_rows"`
+	Linger           time.Duration `mapstructure:"linger"`
+	QueueRows        int           `mapstructure:"queue_rows"`
+	AdmissionTimeout time.Duration `mapstructure:"admission_timeout"`
+	Commits          int           `mapstructure:"commits"`
+}
+
+// DefaultConfig returns the production defaults.
+func DefaultConfig() Config {
+	return Config{BatchRows: 20_000, Linger: 2 * time.Millisecond, QueueRows: 1_000_000, AdmissionTimeout: time.Second, Commits: 2}
+}
+
+// Validate reports every bad setting.
+func (c Config) Validate() error {
+	var errs []error
+	if c.BatchRows < 1 {
+		errs = append(errs, fmt.Errorf("sink.batch_rows: must be at least 1, got %d", c.BatchRows))
+	}
+	if c.Linger < 0 || c.Linger > time.Second {
+		errs = append(errs, fmt.Errorf("sink.linger: must be between 0s and 1s, got %s", c.Linger))
+	}
+	if c.QueueRows < c.BatchRows {
+		errs = append(errs, fmt.Errorf("sink.queue_rows: must be at least sink.batch_rows (%d), got %d", c.BatchRows, c.QueueRows))
+	}
+	if c.AdmissionTimeout < 0 {
+		errs = append(errs, fmt.Errorf("sink.admission_timeout: must not be negative, got %s", c.AdmissionTimeout))
+	}
+	if c.Commits < 1 || c.Commits > 64 {
+		errs = append(errs, fmt.Errorf("sink.commits: must be 1..64, got %d", c.Commits))
+	}
+	return errors.Join(errs...)
+}
+
+// BusyError says the pipeline is full; the caller should retry after
+// RetryAfter. Nothing of the request was stored.
+type BusyError struct {
+	RetryAfter time.Duration
+	Reason     string
+}
+
+func (e *BusyError) Error() string { return "sink busy: " + e.Reason }
+
+// ErrClosed is returned by Write after Close began.
+var ErrClosed = errors.New("sink is shutting down")
+
+// Request is one all-or-nothing unit of rows of one tenant.
+type Request struct {
+	Tenant   string
+	Readings []model.Reading
+	Audit    []model.AuditEvent
+}
+
+// Rows counts the rows (cells) the request stores.
+func (r *Request) Rows() int {
+	n := len(r.Audit)
+	for i := range r.Readings {
+		n += len(r.Readings[i].Metrics)
+	}
+	return n
+}
+
+type pending struct {
+	req    *Request
+	rows   int
+	weight int64
+	done   chan error
+}
+
+type batch struct {
+	b       store.Batch
+	waiters []*pending
+	ids     []store.AuditID
+}
+
+// Sink is the write pipeline. Create it with New, stop it with Close.
+type Sink struct {
+	cfg     Config
+	st      Store
+	planner *buckets.Planner
+	logger  *slog.Logger
+	m       *metrics
+
+	budget *semaphore.Weighted
+	in     chan *pending
+
+	mu       sync.Mutex // guards closed, sends and inflight
+	closed   bool
+	sends    sync.WaitGroup
+	inflight map[store.AuditID]struct{} // audit ids in batches not yet committed
+
+	commits   chan *batch
+	commitsWG sync.WaitGroup // committers running
+	pendingWG sync.WaitGroup // batches handed to committers and not finished
+	done      chan struct{}
+}
+
+// New starts a sink writing to st.
+func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg prometheus.Registerer) *Sink {
+	s := &Sink{
+		cfg:      cfg,
+		st:       st,
+		planner:  buckets.New(bcfg),
+		logger:   logger,
+		m:        newMetrics(reg),
+		budget:   semaphore.NewWeighted(int64(cfg.QueueRows)),
+		in:       make(chan *pending, 4096),
+		inflight: make(map[store.AuditID]struct{}),
+		commits:  make(chan *batch),
+		done:     make(chan struct{}),
+	}
+	for range cfg.Commits {
+		s.commitsWG.Go(s.committer)
+	}
+	go s.flusher()
+	return s
+}
+
+// Write stores the request's rows and returns once they are durable.
+func (s *Sink) Write(ctx context.Context, req *Request) error {
+	rows := req.Rows()
+	if rows == 0 {
+		return nil
+	}
+	// A request larger than the whole budget takes all of it and runs alone.
+	weight := min(int64(rows), int64(s.cfg.QueueRows))
+	actx, cancel := context.WithTimeout(ctx, s.cfg.AdmissionTimeout)
+	err := s.budget.Acquire(actx, weight)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.m.busy.Inc()
+		return &BusyError{RetryAfter: time.Second, Reason: fmt.Sprintf("more than %d rows waiting to be written", s.cfg.QueueRows)}
+	}
+	p := &pending{req: req, rows: rows, weight: weight, done: make(chan error, 1)}
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.budget.Release(weight)
+		return ErrClosed
+	}
+	s.sends.Add(1)
+	s.mu.Unlock()
+	s.m.queued.Add(float64(rows))
+	s.in <- p // cannot block for long: the budget bounds what is queued
+	s.sends.Done()
+
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
+		// The rows may still become durable; the caller will not know, and
+		// retries are idempotent.
+		return ctx.Err()
+	}
+}
+
+// Close stops admitting writes, commits everything already admitted and
+// waits for it, or for ctx.
+func (s *Sink) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		s.mu.Unlock()
+		s.sends.Wait()
+		close(s.in)
+	} else {
+		s.mu.Unlock()
+	}
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("drain sink: %w", ctx.Err())
+	}
+}
+
+// flusher collects, plans and hands batches to the committers.
+func (s *Sink) flusher() {
+	defer func() {
+		close(s.commits)
+		s.commitsWG.Wait()
+		close(s.done)
+	}()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		first, ok := <-s.in
+		if !ok {
+			return
+		}
+		group := []*pending{first}
+		rows := first.rows
+		timer.Reset(s.cfg.Linger)
+		open := true
+	collect:
+		for rows < s.cfg.BatchRows {
+			select {
+			case p, ok := <-s.in:
+				if !ok {
+					open = false
+					break collect
+				}
+				group = append(group, p)
+				rows += p.rows
+			case <-timer.C:
+				break collect
+			}
+		}
+		timer.Stop()
+		s.plan(group)
+		if !open {
+			return
+		}
+	}
+}
+
+// plan places the rows of a group of requests and submits one batch.
+func (s *Sink) plan(group []*pending) {
+	ctx := context.Background()
+	if err := s.loadSeriesDays(ctx, group); err != nil {
+		s.logger.Error("load partition catalogue", "err", err)
+		for _, p := range group {
+			s.finish(p, fmt.Errorf("load partition catalogue: %w", err))
+		}
+		return
+	}
+	dups, err := s.auditDuplicates(ctx, group)
+	if err != nil {
+		for _, p := range group {
+			s.finish(p, err)
+		}
+		return
+	}
+	bt := &batch{}
+	parts := make(map[model.PartitionKey]int) // index into bt.b.Partitions
+	add := func(pk model.PartitionKey) *store.PartitionWrite {
+		i, ok := parts[pk]
+		if !ok {
+			i = len(bt.b.Partitions)
+			parts[pk] = i
+			bt.b.Partitions = append(bt.b.Partitions, store.PartitionWrite{Key: pk})
+		}
+		return &bt.b.Partitions[i]
+	}
+	type placed struct {
+		pk  model.PartitionKey
+		idx int
+	}
+	var places []placed
+	var ids []store.AuditID
+	for _, p := range group {
+		places = places[:0]
+		ids = ids[:0]
+		var err error
+		for i := range p.req.Readings {
+			r := &p.req.Readings[i]
+			sd := model.SeriesDay{Kind: model.KindReadings, Tenant: p.req.Tenant, Series: r.DeviceID, Day: model.DayOf(r.TS)}
+			var size int64
+			for _, m := range r.Metrics {
+				size += model.ReadingRow{TS: r.TS, Metric: m.Name, HasSeq: r.HasSeq}.Size()
+			}
+			var pk model.PartitionKey
+			if pk, err = s.planner.Assign(sd, r.TS, int64(len(r.Metrics)), size); err != nil {
+				break
+			}
+			places = append(places, placed{pk, i})
+		}
+		nr := len(places)
+		for i := range p.req.Audit {
+			if err != nil {
+				break
+			}
+			e := &p.req.Audit[i]
+			id := store.AuditID{Tenant: p.req.Tenant, Day: model.DayOf(e.TS), EventID: e.EventID}
+			if _, dup := dups[id]; dup {
+				s.m.auditDuplicates.Inc()
+				continue
+			}
+			dups[id] = struct{}{} // a later copy in this group is a duplicate
+			sd := model.SeriesDay{Kind: model.KindAudit, Tenant: p.req.Tenant, Series: e.Stream, Day: model.DayOf(e.TS)}
+			var pk model.PartitionKey
+			if pk, err = s.planner.Assign(sd, e.TS, 1, e.Size()); err != nil {
+				break
+			}
+			places = append(places, placed{pk, i})
+			ids = append(ids, id)
+		}
+		if err != nil {
+			// Counts of the rows already placed stay in the planner: they
+			// overstate partition sizes, which keeps the bound safe.
+			for _, id := range ids {
+				delete(dups, id)
+			}
+			s.finish(p, fmt.Errorf("place rows: %w", err))
+			continue
+		}
+		for j, pl := range places {
+			pw := add(pl.pk)
+			if j < nr {
+				pw.Readings = append(pw.Readings, model.ReadingRows(p.req.Readings[pl.idx])...)
+			} else {
+				pw.Events = append(pw.Events, p.req.Audit[pl.idx])
+			}
+		}
+		bt.ids = append(bt.ids, ids...)
+		bt.waiters = append(bt.waiters, p)
+	}
+	bt.b.Catalogue = s.planner.TakeDirty()
+	if len(bt.waiters) == 0 {
+		return
+	}
+	s.mu.Lock()
+	for _, id := range bt.ids {
+		s.inflight[id] = struct{}{}
+	}
+	s.mu.Unlock()
+	s.pendingWG.Add(1)
+	s.commits <- bt
+}
+
+// loadSeriesDays loads the catalogue of every series-day of the group that
+// the planner does not hold, after the commits in flight finished.
+func (s *Sink) loadSeriesDays(ctx context.Context, group []*pending) error {
+	var missing []model.SeriesDay
+	seen := make(map[model.SeriesDay]struct{})
+	note := func(sd model.SeriesDay) {
+		if _, ok := seen[sd]; ok || s.planner.Known(sd) {
+			return
+		}
+		seen[sd] = struct{}{}
+		missing = append(missing, sd)
+	}
+	for _, p := range group {
+		for i := range p.req.Readings {
+			r := &p.req.Readings[i]
+			note(model.SeriesDay{Kind: model.KindReadings, Tenant: p.req.Tenant, Series: r.DeviceID, Day: model.DayOf(r.TS)})
+		}
+		for i := range p.req.Audit {
+			e := &p.req.Audit[i]
+			note(model.SeriesDay{Kind: model.KindAudit, Tenant: p.req.Tenant, Series: e.Stream, Day: model.DayOf(e.TS)})
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	s.pendingWG.Wait()
+	for _, sd := range missing {
+		parts, err := s.st.Catalogue(ctx, sd)
+		if err != nil {
+			return err
+		}
+		s.planner.Load(sd, parts)
+	}
+	s.m.seriesDays.Set(float64(s.planner.Len()))
+	return nil
+}
+
+// auditDuplicates returns the audit ids of the group that are already
+// stored or in a batch being committed.
+func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store.AuditID]struct{}, error) {
+	dups := make(map[store.AuditID]struct{})
+	var ids []store.AuditID
+	s.mu.Lock()
+	for _, p := range group {
+		for i := range p.req.Audit {
+			e := &p.req.Audit[i]
+			id := store.AuditID{Tenant: p.req.Tenant, Day: model.DayOf(e.TS), EventID: e.EventID}
+			if _, ok := s.inflight[id]; ok {
+				dups[id] = struct{}{}
+				continue
+			}
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return dups, nil
+	}
+	seen, err := s.st.AuditSeen(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("check audit event ids: %w", err)
+	}
+	for i, ok := range seen {
+		if ok {
+			dups[ids[i]] = struct{}{}
+		}
+	}
+	return dups, nil
+}
+
+func (s *Sink) committer() {
+	for bt := range s.commits {
+		start := time.Now()
+		err := s.st.Commit(context.Background(), &bt.b)
+		s.m.commitSeconds.Observe(time.Since(start).Seconds())
+		rows := bt.b.Rows()
+		s.m.batchRows.Observe(float64(rows))
+		if err != nil {
+			s.m.commitErrors.Inc()
+			s.logger.Error("commit batch", "rows", rows, "requests", len(bt.waiters), "err", err)
+			err = fmt.Errorf("commit: %w", err)
+		} else {
+			s.m.commits.Inc()
+			for _, pw := range bt.b.Partitions {
+				s.m.rows.WithLabelValues(pw.Key.Kind.String()).Add(float64(len(pw.Readings) + len(pw.Events)))
+			}
+		}
+		s.mu.Lock()
+		for _, id := range bt.ids {
+			delete(s.inflight, id)
+		}
+		s.mu.Unlock()
+		for _, p := range bt.waiters {
+			s.finish(p, err)
+		}
+		s.pendingWG.Done()
+	}
+}
+
+func (s *Sink) finish(p *pending, err error) {
+	s.m.queued.Sub(float64(p.rows))
+	s.budget.Release(p.weight)
+	p.done <- err
+}

@@ -1,0 +1,198 @@
+package pebblestore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/sluicehq/sluice/internal/model"
+)
+
+// Key layout. Every key starts with a table byte and the day, so that one
+// day of one table is one contiguous key range (retention drops it with a
+// single range delete), and one day of one tenant is a contiguous sub-range.
+// Strings are terminated by 0x00, which validated ids never contain; the
+// last component of a key is not terminated.
+//
+//	readings   'r' day tenant 0 device 0 sub ts metric          -> flags, value, [seq]
+//	audit      'a' day tenant 0 stream 0 sub ts event_id        -> actor, action, resource, outcome, attributes
+//	audit ids  'i' day tenant 0 event_id                        -> stream 0 sub ts
+//	catalogue  'c' day tenant 0 kind series 0 sub               -> partition info
+//
+// Integers are big-endian; day and ts have their sign bit flipped so that
+// byte order is numeric order.
+const (
+	tabReadings  = 'r'
+	tabAudit     = 'a'
+	tabAuditIDs  = 'i'
+	tabCatalogue = 'c'
+)
+
+func appendDay(b []byte, d model.Day) []byte {
+	return binary.BigEndian.AppendUint32(b, uint32(d)^(1<<31))
+}
+
+func appendTS(b []byte, ts int64) []byte {
+	return binary.BigEndian.AppendUint64(b, uint64(ts)^(1<<63))
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = append(b, s...)
+	return append(b, 0)
+}
+
+func dayPrefix(tab byte, d model.Day) []byte {
+	return appendDay([]byte{tab}, d)
+}
+
+func tableOf(k model.Kind) byte {
+	if k == model.KindAudit {
+		return tabAudit
+	}
+	return tabReadings
+}
+
+// partitionPrefix is the key prefix shared by every row of a partition.
+func partitionPrefix(b []byte, pk model.PartitionKey) []byte {
+	b = append(b, tableOf(pk.Kind))
+	b = appendDay(b, pk.Day)
+	b = appendStr(b, pk.Tenant)
+	b = appendStr(b, pk.Series)
+	return binary.BigEndian.AppendUint32(b, pk.Sub)
+}
+
+func auditIDKey(b []byte, tenant string, d model.Day, id string) []byte {
+	b = append(b, tabAuditIDs)
+	b = appendDay(b, d)
+	b = appendStr(b, tenant)
+	return append(b, id...)
+}
+
+func seriesDayCataloguePrefix(b []byte, sd model.SeriesDay) []byte {
+	b = append(b, tabCatalogue)
+	b = appendDay(b, sd.Day)
+	b = appendStr(b, sd.Tenant)
+	b = append(b, byte(sd.Kind))
+	return appendStr(b, sd.Series)
+}
+
+func catalogueKey(b []byte, pk model.PartitionKey) []byte {
+	b = seriesDayCataloguePrefix(b, pk.SeriesDay())
+	return binary.BigEndian.AppendUint32(b, pk.Sub)
+}
+
+// prefixEnd returns the smallest key greater than every key with the prefix.
+func prefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+var errCorrupt = errors.New("corrupt value")
+
+// Reading value: flags (bit 0: has seq), float64 bits, then seq as a varint.
+func encodeReading(b []byte, r model.ReadingRow) []byte {
+	var flags byte
+	if r.HasSeq {
+		flags = 1
+	}
+	b = append(b, flags)
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Value))
+	if r.HasSeq {
+		b = binary.AppendVarint(b, r.Seq)
+	}
+	return b
+}
+
+func decodeReading(v []byte, r *model.ReadingRow) error {
+	if len(v) < 9 {
+		return fmt.Errorf("reading value of %d bytes: %w", len(v), errCorrupt)
+	}
+	r.Value = math.Float64frombits(binary.BigEndian.Uint64(v[1:9]))
+	r.HasSeq = v[0]&1 != 0
+	r.Seq = 0
+	if r.HasSeq {
+		s, n := binary.Varint(v[9:])
+		if n <= 0 {
+			return fmt.Errorf("reading seq: %w", errCorrupt)
+		}
+		r.Seq = s
+	}
+	return nil
+}
+
+func appendBytes(b, s []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func encodeAudit(b []byte, e model.AuditEvent) []byte {
+	for _, s := range []string{e.Actor, e.Action, e.Resource, e.Outcome} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return appendBytes(b, e.Attributes)
+}
+
+func decodeAudit(v []byte, e *model.AuditEvent) error {
+	var fields [5][]byte
+	for i := range fields {
+		n, k := binary.Uvarint(v)
+		if k <= 0 || uint64(len(v)-k) < n {
+			return fmt.Errorf("audit value field %d: %w", i, errCorrupt)
+		}
+		fields[i] = v[k : k+int(n)]
+		v = v[k+int(n):]
+	}
+	e.Actor, e.Action, e.Resource, e.Outcome = string(fields[0]), string(fields[1]), string(fields[2]), string(fields[3])
+	e.Attributes = nil
+	if len(fields[4]) > 0 {
+		e.Attributes = append([]byte(nil), fields[4]...)
+	}
+	return nil
+}
+
+const catalogueVersion = 1
+
+func encodeInfo(b []byte, pi model.PartitionInfo) []byte {
+	b = append(b, catalogueVersion)
+	b = binary.AppendVarint(b, pi.Rows)
+	b = binary.AppendVarint(b, pi.Bytes)
+	b = binary.AppendVarint(b, pi.MinTS)
+	b = binary.AppendVarint(b, pi.MaxTS)
+	closed := byte(0)
+	if pi.Closed {
+		closed = 1
+	}
+	b = append(b, closed)
+	return append(b, pi.State...)
+}
+
+func decodeInfo(v []byte, pi *model.PartitionInfo) error {
+	if len(v) < 1 || v[0] != catalogueVersion {
+		return fmt.Errorf("catalogue entry version: %w", errCorrupt)
+	}
+	v = v[1:]
+	var nums [4]int64
+	for i := range nums {
+		x, n := binary.Varint(v)
+		if n <= 0 {
+			return fmt.Errorf("catalogue entry field %d: %w", i, errCorrupt)
+		}
+		nums[i] = x
+		v = v[n:]
+	}
+	if len(v) < 1 {
+		return fmt.Errorf("catalogue entry flags: %w", errCorrupt)
+	}
+	pi.Rows, pi.Bytes, pi.MinTS, pi.MaxTS = nums[0], nums[1], nums[2], nums[3]
+	pi.Closed = v[0] == 1
+	pi.State = string(v[1:])
+	return nil
+}

@@ -1,0 +1,252 @@
+// Package pebblestore is the embedded storage backend: Sluice's tables laid
+// out as ordered keys in one Pebble database. A partition is one contiguous
+// key range ordered by its clustering key, and one day of one table is one
+// contiguous range, so retention drops days with range deletes and never
+// writes a per-row tombstone. Commit returns only after an fsync of the WAL.
+package pebblestore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+// Options tune the embedded store.
+type Options struct {
+	CacheBytes int64 // block cache size
+	// NoSync skips the fsync on commit. Only benchmarks that measure the
+	// cost of durability set it.
+	NoSync bool
+}
+
+// Store is an open embedded store. Its methods are safe for concurrent use.
+type Store struct {
+	db     *pebble.DB
+	cache  *pebble.Cache
+	logger *slog.Logger
+	wo     *pebble.WriteOptions
+}
+
+// Open opens (creating if needed) the store in dir.
+func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = 64 << 20
+	}
+	cache := pebble.NewCache(opts.CacheBytes)
+	po := &pebble.Options{
+		Cache:                       cache,
+		Logger:                      slogAdapter{logger},
+		MemTableSize:                64 << 20,
+		MemTableStopWritesThreshold: 4,
+		FormatMajorVersion:          pebble.FormatNewest,
+	}
+	db, err := pebble.Open(dir, po)
+	cache.Unref()
+	if err != nil {
+		return nil, fmt.Errorf("open embedded store %q: %w", dir, err)
+	}
+	wo := pebble.Sync
+	if opts.NoSync {
+		wo = pebble.NoSync
+	}
+	return &Store{db: db, logger: logger, wo: wo}, nil
+}
+
+// Close flushes nothing extra (every commit is already durable) and closes
+// the database.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close embedded store: %w", err)
+	}
+	return nil
+}
+
+// Commit writes the batch atomically and durably.
+func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	pb := s.db.NewBatch()
+	defer pb.Close()
+	var key, val []byte
+	for _, pw := range b.Partitions {
+		prefix := partitionPrefix(key[:0], pw.Key)
+		plen := len(prefix)
+		key = prefix
+		for _, r := range pw.Readings {
+			key = appendTS(key[:plen], r.TS)
+			key = append(key, r.Metric...)
+			val = encodeReading(val[:0], r)
+			if err := pb.Set(key, val, nil); err != nil {
+				return fmt.Errorf("stage reading of %v: %w", pw.Key, err)
+			}
+		}
+		for _, e := range pw.Events {
+			key = appendTS(key[:plen], e.TS)
+			key = append(key, e.EventID...)
+			val = encodeAudit(val[:0], e)
+			if err := pb.Set(key, val, nil); err != nil {
+				return fmt.Errorf("stage audit event of %v: %w", pw.Key, err)
+			}
+			// The id index points at the event's home, for the idempotency check.
+			ik := auditIDKey(nil, pw.Key.Tenant, model.DayOf(e.TS), e.EventID)
+			iv := appendStr(nil, pw.Key.Series)
+			iv = appendTS(binary.BigEndian.AppendUint32(iv, pw.Key.Sub), e.TS)
+			if err := pb.Set(ik, iv, nil); err != nil {
+				return fmt.Errorf("stage audit id: %w", err)
+			}
+		}
+		key = key[:0]
+	}
+	for _, pi := range b.Catalogue {
+		if err := pb.Set(catalogueKey(nil, pi.Key), encodeInfo(nil, pi), nil); err != nil {
+			return fmt.Errorf("stage catalogue entry %v: %w", pi.Key, err)
+		}
+	}
+	if err := s.db.Apply(pb, s.wo); err != nil {
+		return fmt.Errorf("commit %d rows: %w", b.Rows(), err)
+	}
+	return nil
+}
+
+// Catalogue returns every partition of one series-day, ordered by sub-bucket.
+func (s *Store) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.PartitionInfo, error) {
+	prefix := seriesDayCataloguePrefix(nil, sd)
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, fmt.Errorf("read catalogue of %v: %w", sd, err)
+	}
+	var out []model.PartitionInfo
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) != len(prefix)+4 {
+			continue
+		}
+		pi := model.PartitionInfo{Key: sd.Partition(binary.BigEndian.Uint32(k[len(prefix):]))}
+		if err := decodeInfo(it.Value(), &pi); err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("read catalogue entry %v: %w", pi.Key, err)
+		}
+		out = append(out, pi)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("read catalogue of %v: %w", sd, err)
+	}
+	return out, nil
+}
+
+// AuditSeen reports, for each id, whether an event with that id is stored.
+func (s *Store) AuditSeen(ctx context.Context, ids []store.AuditID) ([]bool, error) {
+	seen := make([]bool, len(ids))
+	var key []byte
+	for i, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		key = auditIDKey(key[:0], id.Tenant, id.Day, id.EventID)
+		_, closer, err := s.db.Get(key)
+		switch {
+		case errors.Is(err, pebble.ErrNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("look up audit id %q: %w", id.EventID, err)
+		default:
+			seen[i] = true
+			_ = closer.Close()
+		}
+	}
+	return seen, nil
+}
+
+// scan iterates the rows of one partition inside r, at most limit of them,
+// calling fn with the clustering key suffix (ts then key) and value.
+func (s *Store) scan(ctx context.Context, pk model.PartitionKey, r store.Range, limit int, fn func(ts int64, ck, v []byte) error) error {
+	prefix := partitionPrefix(nil, pk)
+	lower := appendTS(append([]byte(nil), prefix...), r.From)
+	if r.After != nil {
+		after := appendTS(append([]byte(nil), prefix...), r.After.TS)
+		after = append(append(after, r.After.Key...), 0) // the smallest key after it
+		if bytes.Compare(after, lower) > 0 {
+			lower = after
+		}
+	}
+	upper := appendTS(append([]byte(nil), prefix...), r.To)
+	if bytes.Compare(lower, upper) >= 0 {
+		return nil
+	}
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return fmt.Errorf("scan %v: %w", pk, err)
+	}
+	n := 0
+	for ok := it.First(); ok && n < limit; ok = it.Next() {
+		k := it.Key()[len(prefix):]
+		if len(k) < 8 {
+			_ = it.Close()
+			return fmt.Errorf("scan %v: short key: %w", pk, errCorrupt)
+		}
+		ts := int64(binary.BigEndian.Uint64(k) ^ 1<<63)
+		if err := fn(ts, k[8:], it.Value()); err != nil {
+			_ = it.Close()
+			return fmt.Errorf("scan %v: %w", pk, err)
+		}
+		n++
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("scan %v: %w", pk, err)
+	}
+	return nil
+}
+
+// ScanReadings returns up to limit rows of a readings partition inside r, in
+// clustering order (TS, metric).
+func (s *Store) ScanReadings(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.ReadingRow, error) {
+	var out []model.ReadingRow
+	err := s.scan(ctx, pk, r, limit, func(ts int64, ck, v []byte) error {
+		row := model.ReadingRow{TS: ts, Metric: string(ck)}
+		if err := decodeReading(v, &row); err != nil {
+			return err
+		}
+		out = append(out, row)
+		return nil
+	})
+	return out, err
+}
+
+// ScanAudit returns up to limit events of an audit partition inside r, in
+// clustering order (TS, event id).
+func (s *Store) ScanAudit(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.AuditEvent, error) {
+	var out []model.AuditEvent
+	err := s.scan(ctx, pk, r, limit, func(ts int64, ck, v []byte) error {
+		e := model.AuditEvent{TS: ts, EventID: string(ck), Stream: pk.Series}
+		if err := decodeAudit(v, &e); err != nil {
+			return err
+		}
+		out = append(out, e)
+		return nil
+	})
+	return out, err
+}
+
+// slogAdapter routes Pebble's log lines to slog.
+type slogAdapter struct{ l *slog.Logger }
+
+func (a slogAdapter) Infof(format string, args ...any) {
+	a.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (a slogAdapter) Errorf(format string, args ...any) {
+	a.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (a slogAdapter) Fatalf(format string, args ...any) {
+	a.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	panic(fmt.Sprintf(format, args...))
+}

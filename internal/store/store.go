@@ -1,0 +1,77 @@
+// Package store holds the types that pass between the write and read paths
+// and the storage backends (pebblestore, and later others): a commit batch
+// grouped by partition, scan ranges and audit id keys. It does no I/O.
+//
+// The interfaces themselves are declared by their consumers (sink, readapi,
+// retention); this package only carries the values they exchange, so that
+// backends never import the packages that use them.
+package store
+
+import (
+	"github.com/sluicehq/sluice/internal/model"
+)
+
+// PartitionWrite is everything one commit adds to one partition. A backend
+// may write it as one unit (an UNLOGGED batch in CQL).
+type PartitionWrite struct {
+	Key      model.PartitionKey
+	Readings []model.ReadingRow // Key.Kind == KindReadings
+	Events   []model.AuditEvent // Key.Kind == KindAudit
+}
+
+// Batch is one atomic, durable commit: the rows grouped by partition and the
+// catalogue entries they changed. A backend returns from Commit only once
+// all of it is durable.
+type Batch struct {
+	Partitions []PartitionWrite
+	Catalogue  []model.PartitionInfo
+}
+
+// Rows counts the rows of the batch.
+func (b *Batch) Rows() int {
+	n := 0
+	for _, p := range b.Partitions {
+		n += len(p.Readings) + len(p.Events)
+	}
+	return n
+}
+
+// AuditID identifies an audit event for the idempotency check. The day is the
+// UTC day of the event's timestamp: a retry carries the same event, so the
+// same day.
+type AuditID struct {
+	Tenant  string
+	Day     model.Day
+	EventID string
+}
+
+// Pos is a position in a partition's clustering order (TS, Key), where Key is
+// the metric name for readings and the event id for audit events.
+type Pos struct {
+	TS  int64
+	Key string
+}
+
+// Less orders positions by clustering key.
+func (p Pos) Less(q Pos) bool {
+	if p.TS != q.TS {
+		return p.TS < q.TS
+	}
+	return p.Key < q.Key
+}
+
+// Range selects rows of one partition: TS in [From, To), and, when After is
+// set, clustering key strictly after *After.
+type Range struct {
+	From  int64
+	To    int64
+	After *Pos
+}
+
+// Contains reports whether the row at pos is inside the range.
+func (r Range) Contains(pos Pos) bool {
+	if pos.TS < r.From || pos.TS >= r.To {
+		return false
+	}
+	return r.After == nil || r.After.Less(pos)
+}
