@@ -214,7 +214,7 @@ func (h *sourceHeap[T]) Less(i, j int) bool {
 	return a.Less(b)
 }
 func (h *sourceHeap[T]) Swap(i, j int) { h.s[i], h.s[j] = h.s[j], h.s[i] }
-func (h *sourceHeap[T]) Push(x any)   { h.s = append(h.s, x.(*source[T])) }
+func (h *sourceHeap[T]) Push(x any)    { h.s = append(h.s, x.(*source[T])) }
 func (h *sourceHeap[T]) Pop() any {
 	x := h.s[len(h.s)-1]
 	h.s = h.s[:len(h.s)-1]

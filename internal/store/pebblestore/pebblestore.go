@@ -7,8 +7,8 @@ package pebblestore
 
 import (
 	"bytes"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
