@@ -1,0 +1,372 @@
+// Package config loads the gateway's configuration: defaults from code, then
+// a YAML file, then SLUICE_* environment variables, and validates the result
+// completely before anything starts. It is the only package that touches
+// viper.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/sink"
+)
+
+// Config is the whole gateway configuration.
+type Config struct {
+	DataDir string         `mapstructure:"data_dir"`
+	HTTP    HTTP           `mapstructure:"http"`
+	Auth    Auth           `mapstructure:"auth"`
+	Limits  Limits         `mapstructure:"limits"`
+	Buckets buckets.Config `mapstructure:"buckets"`
+	Sink    sink.Config    `mapstructure:"sink"`
+	Store   Store          `mapstructure:"store"`
+	Log     Log            `mapstructure:"log"`
+}
+
+// HTTP configures the HTTP listener shared by ingest, read API and metrics.
+type HTTP struct {
+	Addr                 string        `mapstructure:"addr"`
+	MaxBodyBytes         int64         `mapstructure:"max_body_bytes"`
+	MaxDecompressedBytes int64         `mapstructure:"max_decompressed_bytes"`
+	ReadTimeout          time.Duration `mapstructure:"read_timeout"`
+	WriteTimeout         time.Duration `mapstructure:"write_timeout"`
+	IdleTimeout          time.Duration `mapstructure:"idle_timeout"`
+	ShutdownTimeout      time.Duration `mapstructure:"shutdown_timeout"`
+}
+
+// Token maps one bearer token to its tenant.
+type Token struct {
+	Token  string `mapstructure:"token"`
+	Tenant string `mapstructure:"tenant"`
+}
+
+// Auth holds the bearer tokens.
+type Auth struct {
+	Tokens []Token `mapstructure:"tokens"`
+}
+
+// DevToken is the token the default configuration ships with.
+const DevToken = "sluice-dev-token"
+
+// Limits bound what one request may carry (see decode.Limits).
+type Limits struct {
+	MaxRows            int           `mapstructure:"max_rows"`
+	MaxMetrics         int           `mapstructure:"max_metrics"`
+	MaxIDLength        int           `mapstructure:"max_id_length"`
+	MaxTextLength      int           `mapstructure:"max_text_length"`
+	MaxAttributesBytes int           `mapstructure:"max_attributes_bytes"`
+	MaxFuture          time.Duration `mapstructure:"max_future"`
+}
+
+// Decode returns the decoder's view of the limits.
+func (l Limits) Decode() decode.Limits {
+	return decode.Limits{
+		MaxRows: l.MaxRows, MaxMetrics: l.MaxMetrics, MaxIDLength: l.MaxIDLength,
+		MaxTextLength: l.MaxTextLength, MaxAttributesBytes: l.MaxAttributesBytes, MaxFuture: l.MaxFuture,
+	}
+}
+
+// Store selects and tunes the storage backend.
+type Store struct {
+	Backend string `mapstructure:"backend"`
+	Pebble  Pebble `mapstructure:"pebble"`
+}
+
+// Pebble tunes the embedded store.
+type Pebble struct {
+	CacheBytes int64 `mapstructure:"cache_bytes"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `mapstructure:"level"`
+	Format string `mapstructure:"format"`
+}
+
+// Default returns the built-in defaults; configs/ingest.yaml states the same.
+func Default() Config {
+	d := decode.DefaultLimits()
+	return Config{
+		DataDir: "./data",
+		HTTP: HTTP{
+			Addr: "127.0.0.1:8080", MaxBodyBytes: 16 << 20, MaxDecompressedBytes: 64 << 20,
+			ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
+			ShutdownTimeout: 30 * time.Second,
+		},
+		Auth: Auth{Tokens: []Token{{Token: DevToken, Tenant: "dev"}}},
+		Limits: Limits{
+			MaxRows: d.MaxRows, MaxMetrics: d.MaxMetrics, MaxIDLength: d.MaxIDLength,
+			MaxTextLength: d.MaxTextLength, MaxAttributesBytes: d.MaxAttributesBytes, MaxFuture: d.MaxFuture,
+		},
+		Buckets: buckets.DefaultConfig(),
+		Sink:    sink.DefaultConfig(),
+		Store:   Store{Backend: "pebble", Pebble: Pebble{CacheBytes: 64 << 20}},
+		Log:     Log{Level: "info", Format: "text"},
+	}
+}
+
+// UsesDevToken reports whether the shipped development token is accepted.
+func (c Config) UsesDevToken() bool {
+	return slices.ContainsFunc(c.Auth.Tokens, func(t Token) bool { return t.Token == DevToken })
+}
+
+// Load reads the configuration. file may be empty: then ./configs/ingest.yaml
+// is read if it exists, else only defaults and environment apply. env is the
+// process environment (os.Environ() form); it is passed in so tests do not
+// depend on the real one.
+func Load(file string, env []string) (Config, string, error) {
+	v := viper.New()
+	def := Default()
+	var flat map[string]any
+	if err := mapstructure.Decode(def, &flat); err != nil {
+		return Config{}, "", fmt.Errorf("flatten defaults: %w", err)
+	}
+	for k, val := range flatten("", flat) {
+		v.SetDefault(k, val)
+	}
+	if file == "" {
+		if _, err := os.Stat("configs/ingest.yaml"); err == nil {
+			file = "configs/ingest.yaml"
+		}
+	}
+	if file != "" {
+		v.SetConfigFile(file)
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			return Config{}, file, fmt.Errorf("read config %s: %w", file, err)
+		}
+		if err := checkUnknown(v, def); err != nil {
+			return Config{}, file, fmt.Errorf("config %s: %w", file, err)
+		}
+	}
+	// Environment: SLUICE_HTTP_ADDR overrides http.addr, and so on for every key.
+	for _, kv := range env {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, "SLUICE_") {
+			continue
+		}
+		key, known := envKey(v, name)
+		if !known {
+			continue // SLUICE_URL, SLUICE_TOKEN and the like belong to other tools
+		}
+		typed, err := parseLike(v.Get(key), val)
+		if err != nil {
+			return Config{}, file, fmt.Errorf("%s (from %s): %w", key, name, err)
+		}
+		v.Set(key, typed)
+	}
+	var c Config
+	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
+		dc.ErrorUnused = true
+		dc.WeaklyTypedInput = true
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(tokensHook, mapstructure.StringToTimeDurationHookFunc())
+	})
+	if err != nil {
+		return Config{}, file, fmt.Errorf("config: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, file, err
+	}
+	return c, file, nil
+}
+
+// envKey maps SLUICE_STORE_PEBBLE_CACHE_BYTES to store.pebble.cache_bytes by
+// matching against the known keys (key names contain underscores too).
+func envKey(v *viper.Viper, name string) (string, bool) {
+	want := strings.ToLower(strings.TrimPrefix(name, "SLUICE_"))
+	for _, k := range v.AllKeys() {
+		if strings.ReplaceAll(k, ".", "_") == want {
+			return k, true
+		}
+	}
+	if want == "auth_tokens" {
+		return "auth.tokens", true
+	}
+	return "", false
+}
+
+// parseLike parses an environment value as the type of the setting's
+// current value, so that a bad value is reported with the key and the value.
+func parseLike(cur any, val string) (any, error) {
+	switch cur.(type) {
+	case int, int64:
+		n, err := strconv.ParseInt(strings.TrimSpace(val), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a whole number", val)
+		}
+		return n, nil
+	case time.Duration:
+		d, err := time.ParseDuration(strings.TrimSpace(val))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a duration (e.g. 500ms, 30s, 5m)", val)
+		}
+		return d, nil
+	case bool:
+		b, err := strconv.ParseBool(strings.TrimSpace(val))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not true or false", val)
+		}
+		return b, nil
+	}
+	return val, nil
+}
+
+func flatten(prefix string, m map[string]any) map[string]any {
+	out := make(map[string]any)
+	for k, val := range m {
+		key := k
+		if prefix != "" {
+			key = prefix + "." + k
+		}
+		if sub, ok := val.(map[string]any); ok {
+			for k2, v2 := range flatten(key, sub) {
+				out[k2] = v2
+			}
+			continue
+		}
+		out[key] = val
+	}
+	return out
+}
+
+// checkUnknown rejects keys in the file that no setting has.
+func checkUnknown(v *viper.Viper, def Config) error {
+	var flat map[string]any
+	_ = mapstructure.Decode(def, &flat)
+	known := flatten("", flat)
+	var errs []error
+	for _, k := range v.AllKeys() {
+		if _, ok := known[k]; ok {
+			continue
+		}
+		if strings.HasPrefix(k, "auth.tokens") {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%s: unknown setting", k))
+	}
+	return errors.Join(errs...)
+}
+
+// tokensHook turns "tok1=tenantA,tok2=tenantB" into a token list.
+func tokensHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[[]Token]() || from.Kind() != reflect.String {
+		return data, nil
+	}
+	s := strings.TrimSpace(data.(string))
+	if s == "" {
+		return []Token{}, nil
+	}
+	var out []Token
+	for part := range strings.SplitSeq(s, ",") {
+		tok, tenant, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return nil, fmt.Errorf("auth.tokens: entry %q is not token=tenant", redact(part))
+		}
+		out = append(out, Token{Token: tok, Tenant: tenant})
+	}
+	return out, nil
+}
+
+// redact keeps a secret out of error messages.
+func redact(s string) string {
+	if _, tenant, ok := strings.Cut(s, "="); ok {
+		return "…=" + tenant
+	}
+	return "…"
+}
+
+// Validate reports every bad setting, one line each, naming the key, the
+// value and what is allowed.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.DataDir == "" {
+		bad("data_dir: must not be empty")
+	}
+	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+		bad("http.addr: %q is not host:port", c.HTTP.Addr)
+	}
+	if c.HTTP.MaxBodyBytes < 1024 {
+		bad("http.max_body_bytes: must be at least 1024, got %d", c.HTTP.MaxBodyBytes)
+	}
+	if c.HTTP.MaxDecompressedBytes < c.HTTP.MaxBodyBytes {
+		bad("http.max_decompressed_bytes: must be at least http.max_body_bytes (%d), got %d", c.HTTP.MaxBodyBytes, c.HTTP.MaxDecompressedBytes)
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"http.read_timeout", c.HTTP.ReadTimeout}, {"http.write_timeout", c.HTTP.WriteTimeout}, {"http.idle_timeout", c.HTTP.IdleTimeout}, {"http.shutdown_timeout", c.HTTP.ShutdownTimeout}} {
+		if d.v <= 0 {
+			bad("%s: must be a positive duration, got %s", d.key, d.v)
+		}
+	}
+	if len(c.Auth.Tokens) == 0 {
+		bad("auth.tokens: at least one token=tenant is required")
+	}
+	seen := map[string]bool{}
+	for i, t := range c.Auth.Tokens {
+		if len(t.Token) < 8 {
+			bad("auth.tokens[%d].token: must be at least 8 characters", i)
+		}
+		if seen[t.Token] {
+			bad("auth.tokens[%d].token: listed twice", i)
+		}
+		seen[t.Token] = true
+		if !validTenant(t.Tenant) {
+			bad("auth.tokens[%d].tenant: %q must be 1-64 characters of A-Z a-z 0-9 _ . : -", i, t.Tenant)
+		}
+	}
+	if err := c.Limits.Decode().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Buckets.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Buckets.MaxRows < int64(c.Limits.MaxMetrics) {
+		bad("buckets.max_rows: must be at least limits.max_metrics (%d), got %d", c.Limits.MaxMetrics, c.Buckets.MaxRows)
+	}
+	if c.Buckets.MaxBytes < int64(c.Limits.MaxAttributesBytes)*4 {
+		bad("buckets.max_bytes: must be at least 4 x limits.max_attributes_bytes (%d), got %d", c.Limits.MaxAttributesBytes*4, c.Buckets.MaxBytes)
+	}
+	if err := c.Sink.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Store.Backend != "pebble" {
+		bad("store.backend: %q is not supported (allowed: pebble)", c.Store.Backend)
+	}
+	if c.Store.Pebble.CacheBytes < 1<<20 {
+		bad("store.pebble.cache_bytes: must be at least 1048576, got %d", c.Store.Pebble.CacheBytes)
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		bad("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	if !slices.Contains([]string{"text", "json"}, c.Log.Format) {
+		bad("log.format: %q is not one of text, json", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+func validTenant(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

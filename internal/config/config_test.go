@@ -1,0 +1,135 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDefaultsAreValid(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+}
+
+// The shipped file must state exactly the defaults in code.
+func TestShippedFileEqualsDefaults(t *testing.T) {
+	got, _, err := Load(filepath.Join("..", "..", "configs", "ingest.yaml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Default(), got); diff != "" {
+		t.Errorf("configs/ingest.yaml differs from Default() (-code +file):\n%s", diff)
+	}
+}
+
+func TestNoFileMeansDefaults(t *testing.T) {
+	t.Chdir(t.TempDir())
+	got, file, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if file != "" {
+		t.Errorf("file = %q, want none", file)
+	}
+	if diff := cmp.Diff(Default(), got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestEnvironmentOverrides(t *testing.T) {
+	t.Chdir(t.TempDir())
+	env := []string{
+		"SLUICE_HTTP_ADDR=127.0.0.1:9999",
+		"SLUICE_DATA_DIR=/var/lib/sluice",
+		"SLUICE_AUTH_TOKENS=token-one-1=tenantA, token-two-2=tenantB",
+		"SLUICE_BUCKETS_MAX_ROWS=5000",
+		"SLUICE_SINK_LINGER=5ms",
+		"SLUICE_STORE_PEBBLE_CACHE_BYTES=2097152",
+		"SLUICE_URL=http://ignored", // belongs to the query tool
+		"HOME=/root",
+	}
+	got, _, err := Load("", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.HTTP.Addr = "127.0.0.1:9999"
+	want.DataDir = "/var/lib/sluice"
+	want.Auth.Tokens = []Token{{"token-one-1", "tenantA"}, {"token-two-2", "tenantB"}}
+	want.Buckets.MaxRows = 5000
+	want.Sink.Linger = 5 * time.Millisecond
+	want.Store.Pebble.CacheBytes = 2 << 20
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestFileOverridesAndEnvWins(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yaml")
+	yaml := "http:\n  addr: 0.0.0.0:8081\nauth:\n  tokens:\n    - token: abcdefgh-1\n      tenant: acme\nsink:\n  batch_rows: 500\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := Load(file, []string{"SLUICE_SINK_BATCH_ROWS=700"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.HTTP.Addr != "0.0.0.0:8081" || got.Sink.BatchRows != 700 || len(got.Auth.Tokens) != 1 || got.Auth.Tokens[0].Tenant != "acme" {
+		t.Errorf("got addr %q batch_rows %d tokens %+v", got.HTTP.Addr, got.Sink.BatchRows, got.Auth.Tokens)
+	}
+	if got.UsesDevToken() {
+		t.Error("file replaced the token list, yet the dev token is still accepted")
+	}
+}
+
+func TestBadSettings(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		env  []string
+		want []string // substrings of the error
+	}{
+		{name: "unknown key", yaml: "http:\n  adr: x\n", want: []string{"http.adr: unknown setting"}},
+		{name: "bad addr", env: []string{"SLUICE_HTTP_ADDR=nonsense"}, want: []string{`http.addr: "nonsense" is not host:port`}},
+		{name: "not a number", env: []string{"SLUICE_SINK_BATCH_ROWS=lots"}, want: []string{"sink.batch_rows", "lots"}},
+		{name: "zero bound", env: []string{"SLUICE_BUCKETS_MAX_ROWS=0"}, want: []string{"buckets.max_rows: must be at least 1, got 0"}},
+		{name: "bad duration", env: []string{"SLUICE_SINK_LINGER=soon"}, want: []string{"sink.linger", "soon"}},
+		{name: "bad backend", env: []string{"SLUICE_STORE_BACKEND=mysql"}, want: []string{`store.backend: "mysql" is not supported`}},
+		{name: "bad tenant", env: []string{"SLUICE_AUTH_TOKENS=abcdefghij=bad/tenant"}, want: []string{"auth.tokens[0].tenant", "bad/tenant"}},
+		{name: "short token", env: []string{"SLUICE_AUTH_TOKENS=abc=t1"}, want: []string{"auth.tokens[0].token: must be at least 8 characters"}},
+		{name: "token without tenant", env: []string{"SLUICE_AUTH_TOKENS=secretvalue"}, want: []string{"is not token=tenant"}},
+		{name: "log level", env: []string{"SLUICE_LOG_LEVEL=loud"}, want: []string{`log.level: "loud"`}},
+		{name: "bound below metrics", env: []string{"SLUICE_BUCKETS_MAX_ROWS=10"}, want: []string{"buckets.max_rows: must be at least limits.max_metrics"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Chdir(dir)
+			file := ""
+			if tt.yaml != "" {
+				file = filepath.Join(dir, "c.yaml")
+				if err := os.WriteFile(file, []byte(tt.yaml), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, _, err := Load(file, tt.env)
+			if err == nil {
+				t.Fatal("Load accepted a bad setting")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "secretvalue") {
+				t.Errorf("error %q leaks a token", err)
+			}
+		})
+	}
+}
