@@ -1,0 +1,105 @@
+// Command ingest runs the Sluice gateway: `ingest` (or `ingest serve`)
+// starts it; `ingest check-config` validates the configuration and exits.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal now kills the process at once
+	}()
+	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "ingest:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ error }
+
+const usage = `Usage: ingest [command] [--config FILE]
+
+Commands:
+  serve          run the gateway (the default)
+  check-config   load and validate the configuration, print it, and exit
+
+Configuration comes from --config FILE (or SLUICE_CONFIG), else ./configs/ingest.yaml
+when present, else built-in defaults; SLUICE_* environment variables override
+any key (SLUICE_HTTP_ADDR, SLUICE_DATA_DIR, SLUICE_AUTH_TOKENS="tok=tenant,...").
+`
+
+func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	fs := flag.NewFlagSet("ingest "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	cfgFile := fs.String("config", lookup(env, "SLUICE_CONFIG"), "configuration file (YAML)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	cfg, file, err := config.Load(*cfgFile, env)
+	if err != nil {
+		return err
+	}
+	switch cmd {
+	case "serve":
+		logger := newLogger(cfg.Log, stderr)
+		return serve(ctx, cfg, file, logger, nil)
+	case "check-config":
+		if file == "" {
+			file = "(built-in defaults)"
+		}
+		fmt.Fprintf(stdout, "configuration from %s is valid\n", file)
+		return nil
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		return usageError{fmt.Errorf("unknown command %q (see ingest help)", cmd)}
+	}
+}
+
+func lookup(env []string, name string) string {
+	for _, kv := range env {
+		if len(kv) > len(name) && kv[:len(name)] == name && kv[len(name)] == '=' {
+			return kv[len(name)+1:]
+		}
+	}
+	return ""
+}
+
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level)) // validated by config
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,55 @@
+// Package httpx holds what every HTTP handler of the gateway shares: the
+// tenant an authenticated request acts for, and JSON responses.
+package httpx
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+type tenantKey struct{}
+
+// WithTenant returns ctx carrying the authenticated tenant.
+func WithTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// Tenant returns the authenticated tenant, or "" if the request was not
+// authenticated.
+func Tenant(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey{}).(string)
+	return t
+}
+
+// ErrorBody is the JSON body of every error response. Row, Line and Field
+// are set for a problem with one row of an ingest request.
+type ErrorBody struct {
+	Error  string `json:"error"`
+	Row    *int   `json:"row,omitempty"`
+	Line   int    `json:"line,omitempty"`
+	Field  string `json:"field,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// JSON writes v with the status.
+func JSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	// An error here means the client went away; there is nobody to tell.
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Error writes {"error": msg} with the status.
+func Error(w http.ResponseWriter, status int, msg string) {
+	JSON(w, status, ErrorBody{Error: msg})
+}
+
+// Busy writes 503 with Retry-After.
+func Busy(w http.ResponseWriter, retryAfter time.Duration, msg string) {
+	secs := max(1, int(retryAfter.Round(time.Second)/time.Second))
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	Error(w, http.StatusServiceUnavailable, msg)
+}

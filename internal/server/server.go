@@ -1,0 +1,91 @@
+// Package server assembles the gateway's HTTP surface: bearer-token
+// authentication that picks the tenant, the ingest and read endpoints,
+// /metrics, /healthz and /readyz.
+package server
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/httpx"
+)
+
+// Token maps one bearer token to its tenant.
+type Token struct {
+	Token  string
+	Tenant string
+}
+
+// Routes are the handlers the server exposes.
+type Routes struct {
+	PostReadings  http.HandlerFunc
+	PostAudit     http.HandlerFunc
+	GetReadings   http.HandlerFunc
+	GetAudit      http.HandlerFunc
+	GetPartitions http.HandlerFunc
+	// Extra routes by pattern (e.g. "GET /v1/deadletters"), all authenticated.
+	Extra   map[string]http.HandlerFunc
+	Metrics http.Handler
+	// Ready reports nil when the gateway accepts writes.
+	Ready func() error
+}
+
+// Handler returns the gateway's HTTP handler.
+func Handler(tokens []Token, rt Routes) http.Handler {
+	mux := http.NewServeMux()
+	auth := func(h http.HandlerFunc) http.Handler { return authenticate(tokens, h) }
+	mux.Handle("POST /v1/readings", auth(rt.PostReadings))
+	mux.Handle("POST /v1/audit", auth(rt.PostAudit))
+	mux.Handle("GET /v1/readings", auth(rt.GetReadings))
+	mux.Handle("GET /v1/audit", auth(rt.GetAudit))
+	mux.Handle("GET /v1/partitions", auth(rt.GetPartitions))
+	for pattern, h := range rt.Extra {
+		mux.Handle(pattern, auth(h))
+	}
+	if rt.Metrics != nil {
+		mux.Handle("GET /metrics", rt.Metrics)
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		httpx.JSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if rt.Ready != nil {
+			if err := rt.Ready(); err != nil {
+				httpx.Error(w, http.StatusServiceUnavailable, err.Error())
+				return
+			}
+		}
+		httpx.JSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		httpx.Error(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	return mux
+}
+
+// authenticate resolves the bearer token to a tenant, comparing against
+// every configured token in constant time.
+func authenticate(tokens []Token, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		scheme, tok, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
+			httpx.Error(w, http.StatusUnauthorized, "missing bearer token: send Authorization: Bearer <token>")
+			return
+		}
+		tenant := ""
+		for _, t := range tokens {
+			if subtle.ConstantTimeCompare([]byte(t.Token), []byte(tok)) == 1 {
+				tenant = t.Tenant
+			}
+		}
+		if tenant == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice", error="invalid_token"`)
+			httpx.Error(w, http.StatusUnauthorized, "invalid bearer token")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(httpx.WithTenant(r.Context(), tenant)))
+	})
+}
