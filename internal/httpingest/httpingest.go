@@ -6,8 +6,8 @@ package httpingest
 
 import (
 	"bytes"
-	"context"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"

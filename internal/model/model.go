@@ -189,3 +189,19 @@ func (r ReadingRow) Size() int64 {
 func (e AuditEvent) Size() int64 {
 	return int64(8 + len(e.EventID) + len(e.Actor) + len(e.Action) + len(e.Resource) + len(e.Outcome) + len(e.Attributes) + 5)
 }
+
+// DeadLetter is a message that could not be stored as rows (bad JSON, a bad
+// field, a device that does not match its topic): kept, with the reason, so
+// that nothing a device sent disappears silently. ID makes the key unique
+// among dead letters of the same tenant and millisecond.
+type DeadLetter struct {
+	Tenant    string
+	TS        int64 // when the gateway received it, ms since the epoch
+	ID        string
+	Source    string // e.g. "mqtt"
+	Topic     string
+	Reason    string // a short category, e.g. "invalid_json", "invalid_field", "device_mismatch"
+	Error     string // the full error message
+	Payload   []byte // the payload, cut at the configured size limit
+	Truncated bool   // Payload was cut
+}

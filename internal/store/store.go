@@ -23,8 +23,9 @@ type PartitionWrite struct {
 // catalogue entries they changed. A backend returns from Commit only once
 // all of it is durable.
 type Batch struct {
-	Partitions []PartitionWrite
-	Catalogue  []model.PartitionInfo
+	Partitions  []PartitionWrite
+	Catalogue   []model.PartitionInfo
+	DeadLetters []model.DeadLetter // partitioned by (tenant, day of TS), clustered by (TS, ID)
 }
 
 // Rows counts the rows of the batch.

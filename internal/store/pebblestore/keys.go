@@ -19,6 +19,7 @@ import (
 //	audit      'a' day tenant 0 stream 0 sub ts event_id        -> actor, action, resource, outcome, attributes
 //	audit ids  'i' day tenant 0 event_id                        -> stream 0 sub ts
 //	catalogue  'c' day tenant 0 kind series 0 sub               -> partition info
+//	dead       'd' day tenant 0 ts id                           -> source, topic, reason, error, truncated, payload
 //
 // Integers are big-endian; day and ts have their sign bit flipped so that
 // byte order is numeric order.
@@ -27,6 +28,7 @@ const (
 	tabAudit     = 'a'
 	tabAuditIDs  = 'i'
 	tabCatalogue = 'c'
+	tabDead      = 'd'
 )
 
 func appendDay(b []byte, d model.Day) []byte {
@@ -194,5 +196,47 @@ func decodeInfo(v []byte, pi *model.PartitionInfo) error {
 	pi.Rows, pi.Bytes, pi.MinTS, pi.MaxTS = nums[0], nums[1], nums[2], nums[3]
 	pi.Closed = v[0] == 1
 	pi.State = string(v[1:])
+	return nil
+}
+
+func deadPrefix(b []byte, tenant string, d model.Day) []byte {
+	b = append(b, tabDead)
+	b = appendDay(b, d)
+	return appendStr(b, tenant)
+}
+
+func encodeDead(b []byte, dl model.DeadLetter) []byte {
+	for _, s := range []string{dl.Source, dl.Topic, dl.Reason, dl.Error} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	t := byte(0)
+	if dl.Truncated {
+		t = 1
+	}
+	b = append(b, t)
+	return appendBytes(b, dl.Payload)
+}
+
+func decodeDead(v []byte, dl *model.DeadLetter) error {
+	var fields [4]string
+	for i := range fields {
+		n, k := binary.Uvarint(v)
+		if k <= 0 || uint64(len(v)-k) < n {
+			return fmt.Errorf("dead letter field %d: %w", i, errCorrupt)
+		}
+		fields[i] = string(v[k : k+int(n)])
+		v = v[k+int(n):]
+	}
+	if len(v) < 1 {
+		return fmt.Errorf("dead letter flags: %w", errCorrupt)
+	}
+	dl.Source, dl.Topic, dl.Reason, dl.Error = fields[0], fields[1], fields[2], fields[3]
+	dl.Truncated = v[0] == 1
+	n, k := binary.Uvarint(v[1:])
+	if k <= 0 || uint64(len(v)-1-k) < n {
+		return fmt.Errorf("dead letter payload: %w", errCorrupt)
+	}
+	dl.Payload = append([]byte(nil), v[1+k:1+k+int(n)]...)
 	return nil
 }

@@ -111,6 +111,13 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 			return fmt.Errorf("stage catalogue entry %v: %w", pi.Key, err)
 		}
 	}
+	for _, dl := range b.DeadLetters {
+		k := appendTS(deadPrefix(nil, dl.Tenant, model.DayOf(dl.TS)), dl.TS)
+		k = append(k, dl.ID...)
+		if err := pb.Set(k, encodeDead(nil, dl), nil); err != nil {
+			return fmt.Errorf("stage dead letter: %w", err)
+		}
+	}
 	if err := s.db.Apply(pb, s.wo); err != nil {
 		return fmt.Errorf("commit %d rows: %w", b.Rows(), err)
 	}
@@ -168,7 +175,14 @@ func (s *Store) AuditSeen(ctx context.Context, ids []store.AuditID) ([]bool, err
 // scan iterates the rows of one partition inside r, at most limit of them,
 // calling fn with the clustering key suffix (ts then key) and value.
 func (s *Store) scan(ctx context.Context, pk model.PartitionKey, r store.Range, limit int, fn func(ts int64, ck, v []byte) error) error {
-	prefix := partitionPrefix(nil, pk)
+	if err := s.scanPrefix(ctx, partitionPrefix(nil, pk), r, limit, fn); err != nil {
+		return fmt.Errorf("scan %v: %w", pk, err)
+	}
+	return nil
+}
+
+// scanPrefix iterates the keys prefix+ts+ck inside r.
+func (s *Store) scanPrefix(ctx context.Context, prefix []byte, r store.Range, limit int, fn func(ts int64, ck, v []byte) error) error {
 	lower := appendTS(append([]byte(nil), prefix...), r.From)
 	if r.After != nil {
 		after := appendTS(append([]byte(nil), prefix...), r.After.TS)
@@ -183,24 +197,24 @@ func (s *Store) scan(ctx context.Context, pk model.PartitionKey, r store.Range, 
 	}
 	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return fmt.Errorf("scan %v: %w", pk, err)
+		return err
 	}
 	n := 0
 	for ok := it.First(); ok && n < limit; ok = it.Next() {
 		k := it.Key()[len(prefix):]
 		if len(k) < 8 {
 			_ = it.Close()
-			return fmt.Errorf("scan %v: short key: %w", pk, errCorrupt)
+			return fmt.Errorf("short key: %w", errCorrupt)
 		}
 		ts := int64(binary.BigEndian.Uint64(k) ^ 1<<63)
 		if err := fn(ts, k[8:], it.Value()); err != nil {
 			_ = it.Close()
-			return fmt.Errorf("scan %v: %w", pk, err)
+			return err
 		}
 		n++
 	}
 	if err := it.Close(); err != nil {
-		return fmt.Errorf("scan %v: %w", pk, err)
+		return err
 	}
 	return nil
 }
@@ -233,6 +247,25 @@ func (s *Store) ScanAudit(ctx context.Context, pk model.PartitionKey, r store.Ra
 		return nil
 	})
 	return out, err
+}
+
+// ScanDeadLetters returns up to limit dead letters of one tenant-day inside
+// r, in (TS, ID) order.
+func (s *Store) ScanDeadLetters(ctx context.Context, tenant string, day model.Day, r store.Range, limit int) ([]model.DeadLetter, error) {
+	prefix := deadPrefix(nil, tenant, day)
+	var out []model.DeadLetter
+	err := s.scanPrefix(ctx, prefix, r, limit, func(ts int64, ck, v []byte) error {
+		dl := model.DeadLetter{Tenant: tenant, TS: ts, ID: string(ck)}
+		if err := decodeDead(v, &dl); err != nil {
+			return err
+		}
+		out = append(out, dl)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scan dead letters of %s on %s: %w", tenant, day, err)
+	}
+	return out, nil
 }
 
 // slogAdapter routes Pebble's log lines to slog.
