@@ -44,10 +44,6 @@ func appendStr(b []byte, s string) []byte {
 	return append(b, 0)
 }
 
-func dayPrefix(tab byte, d model.Day) []byte {
-	return appendDay([]byte{tab}, d)
-}
-
 func tableOf(k model.Kind) byte {
 	if k == model.KindAudit {
 		return tabAudit

@@ -30,7 +30,6 @@ type Options struct {
 // Store is an open embedded store. Its methods are safe for concurrent use.
 type Store struct {
 	db     *pebble.DB
-	cache  *pebble.Cache
 	logger *slog.Logger
 	wo     *pebble.WriteOptions
 }
