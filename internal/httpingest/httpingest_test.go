@@ -235,7 +235,9 @@ func TestBusyAnswers503WithRetryAfter(t *testing.T) {
 	// admitted first waits at the gate, and the other must be refused.
 	answers := make(chan response, 2)
 	for _, dev := range []string{"pump-17", "pump-18"} {
-		go func() { answers <- post(t, e.url, "/v1/readings", []byte(strings.Replace(one, "pump-17", dev, 1)), nil) }()
+		go func() {
+			answers <- post(t, e.url, "/v1/readings", []byte(strings.Replace(one, "pump-17", dev, 1)), nil)
+		}()
 	}
 	busy := <-answers
 	if busy.status != http.StatusServiceUnavailable || busy.header.Get("Retry-After") == "" {
