@@ -334,10 +334,10 @@ func (c Config) Validate() error {
 	if err := c.Buckets.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Buckets.MaxRows < int64(c.Limits.MaxMetrics) {
+	if c.Buckets.MaxRows >= 1 && c.Buckets.MaxRows < int64(c.Limits.MaxMetrics) {
 		bad("buckets.max_rows: must be at least limits.max_metrics (%d), got %d", c.Limits.MaxMetrics, c.Buckets.MaxRows)
 	}
-	if c.Buckets.MaxBytes < int64(c.Limits.MaxAttributesBytes)*4 {
+	if c.Buckets.MaxBytes >= 64<<10 && c.Buckets.MaxBytes < int64(c.Limits.MaxAttributesBytes)*4 {
 		bad("buckets.max_bytes: must be at least 4 x limits.max_attributes_bytes (%d), got %d", c.Limits.MaxAttributesBytes*4, c.Buckets.MaxBytes)
 	}
 	if err := c.Sink.Validate(); err != nil {
