@@ -50,6 +50,12 @@ type Query struct {
 	Cursor string
 }
 
+// MaxDays is the longest range a read may span.
+const MaxDays = 3660
+
+// ErrBadQuery is returned for a query out of bounds (limit, range).
+var ErrBadQuery = errors.New("invalid query")
+
 // ErrBadCursor is returned for a cursor that does not decode or belongs to
 // another query.
 var ErrBadCursor = errors.New("invalid cursor")
@@ -87,10 +93,18 @@ func decodeCursor(s string, kind model.Kind, series string) (*store.Pos, error) 
 
 func (q Query) check(kind model.Kind) (*store.Pos, error) {
 	if q.Limit < 1 || q.Limit > MaxLimit {
-		return nil, fmt.Errorf("limit must be 1..%d, got %d", MaxLimit, q.Limit)
+		return nil, fmt.Errorf("%w: limit must be 1..%d, got %d", ErrBadQuery, MaxLimit, q.Limit)
 	}
 	if q.To <= q.From {
-		return nil, fmt.Errorf("to (%d) must be after from (%d)", q.To, q.From)
+		return nil, fmt.Errorf("%w: to (%d) must be after from (%d)", ErrBadQuery, q.To, q.From)
+	}
+	// Each day of the range costs one catalogue read, so the span is bounded.
+	const year10000 = 253402300800000 // ms; keeps day numbers far from overflow
+	if q.From < -year10000 || q.To > year10000 {
+		return nil, fmt.Errorf("%w: the range must lie within years -9999..9999", ErrBadQuery)
+	}
+	if days := (q.To - q.From) / model.MillisPerDay; days > MaxDays {
+		return nil, fmt.Errorf("%w: the range may span at most %d days, got %d", ErrBadQuery, MaxDays, days)
 	}
 	return decodeCursor(q.Cursor, kind, q.Series)
 }

@@ -65,7 +65,7 @@ type Config struct {
 
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
-	return Config{BatchRows: 20_000, Linger: 2 * time.Millisecond, QueueRows: 1_000_000, AdmissionTimeout: time.Second, Commits: 2}
+	return Config{BatchRows: 4_000, Linger: 0, QueueRows: 1_000_000, AdmissionTimeout: time.Second, Commits: 4}
 }
 
 // Validate reports every bad setting.
@@ -276,23 +276,41 @@ func (s *Sink) flusher() {
 		}
 		group := []*pending{first}
 		rows := first.rows
-		timer.Reset(s.cfg.Linger)
 		open := true
-	collect:
+		// Take what is already queued, without waiting.
+	drain:
 		for rows < s.cfg.BatchRows {
 			select {
 			case p, ok := <-s.in:
 				if !ok {
 					open = false
-					break collect
+					break drain
 				}
 				group = append(group, p)
 				rows += p.rows
-			case <-timer.C:
-				break collect
+			default:
+				break drain
 			}
 		}
-		timer.Stop()
+		// Then wait up to Linger for more.
+		if open && rows < s.cfg.BatchRows && s.cfg.Linger > 0 {
+			timer.Reset(s.cfg.Linger)
+		collect:
+			for rows < s.cfg.BatchRows {
+				select {
+				case p, ok := <-s.in:
+					if !ok {
+						open = false
+						break collect
+					}
+					group = append(group, p)
+					rows += p.rows
+				case <-timer.C:
+					break collect
+				}
+			}
+			timer.Stop()
+		}
 		s.plan(group)
 		if !open {
 			return
