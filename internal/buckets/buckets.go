@@ -13,8 +13,19 @@
 // is closed and the series-day moves to state "split": rows go to split
 // partitions opened one after another, each filled to the bound before the
 // next opens. Split ids never collide with the single id (see SubID), so a
-// transition never mixes two schemes in one partition, and the ids of
-// several writers (gateways) never collide either.
+// transition never mixes two schemes in one partition.
+//
+// # Several writers
+//
+// Every sub-bucket id carries the slot of the writer (gateway) that opened
+// it, the single partition included (SingleID), and a writer only ever adds
+// rows to partitions it opened. Each partition therefore has exactly one
+// writer, whose planner sees every row it holds, so the bound holds with any
+// number of gateways writing one series-day at once, without coordination;
+// and each catalogue entry has one writer, so no gateway overwrites
+// another's counts. The cost: a series-day that k gateways write has up to
+// k single partitions instead of one. Writer 0's single partition is
+// sub-bucket 0, so a lone gateway lays out data exactly as before.
 //
 // Rows are not routed by timestamp: a late or out-of-order row goes to the
 // partition that is open when it arrives, and the catalogue entry's
@@ -37,9 +48,10 @@ const (
 	StateSplit  = "split"
 )
 
-// Sub-bucket id layout. Sub-bucket 0 is the single partition of a series-day.
-// A split partition's id is splitFlag | writer<<16 | n, n counting from 1, so
-// ids of different states and different writers are disjoint.
+// Sub-bucket id layout. A single partition's id is writer<<16 (sub-bucket 0
+// for writer 0). A split partition's id is splitFlag | writer<<16 | n, n
+// counting from 1, so ids of different states and different writers are
+// disjoint.
 const (
 	splitFlag   = uint32(1) << 24
 	maxWriter   = 255
@@ -49,6 +61,12 @@ const (
 // SubID returns the sub-bucket id of split partition n (1-based) opened by
 // writer slot w.
 func SubID(w uint8, n int) uint32 { return splitFlag | uint32(w)<<16 | uint32(n) }
+
+// SingleID returns the sub-bucket id of writer slot w's single partition.
+func SingleID(w uint8) uint32 { return uint32(w) << 16 }
+
+// WriterOf returns the slot of the writer that opened sub-bucket sub.
+func WriterOf(sub uint32) uint8 { return uint8(sub >> 16) }
 
 // SplitSeq returns the writer slot and sequence number of a split id; ok is
 // false for the single partition.
@@ -64,7 +82,7 @@ type Config struct {
 	MaxRows  int64 `mapstructure:"max_rows"`  // rows per partition
 	MaxBytes int64 `mapstructure:"max_bytes"` // encoded bytes per partition
 	// Writer is this gateway's slot (0-255). Gateways that write the same
-	// store at once need different slots so their split ids are disjoint.
+	// store at once need different slots so their partitions are disjoint.
 	Writer int `mapstructure:"writer_id"`
 	// MaxSeriesDays bounds the planner's memory; beyond it, series-days are
 	// forgotten and reloaded from the catalogue when next written.
@@ -102,6 +120,7 @@ type seriesDay struct {
 	parts  []model.PartitionInfo // every partition of the series-day, as known
 	active int                   // index in parts of the partition this writer fills, -1 if none
 	maxSeq int                   // highest split sequence number this writer used
+	single bool                  // this writer opened its single partition
 }
 
 // Planner assigns rows to partitions. It is not safe for concurrent use: the
@@ -143,11 +162,15 @@ func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) {
 	s := &seriesDay{active: -1}
 	s.parts = append(s.parts, parts...)
 	for i, pi := range s.parts {
-		w, n, split := SplitSeq(pi.Key.Sub)
-		if split && int(w) == p.cfg.Writer && n > s.maxSeq {
-			s.maxSeq = n
+		if !p.ownedBy(pi.Key.Sub) {
+			continue
 		}
-		if pi.Closed || !p.ownedBy(pi.Key.Sub) {
+		if _, n, split := SplitSeq(pi.Key.Sub); split && n > s.maxSeq {
+			s.maxSeq = n
+		} else if !split {
+			s.single = true
+		}
+		if pi.Closed {
 			continue
 		}
 		// The open partition of this writer: the single one, or its newest split.
@@ -158,11 +181,9 @@ func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) {
 	p.days[sd] = s
 }
 
-// ownedBy reports whether this writer may add rows to sub-bucket sub.
-func (p *Planner) ownedBy(sub uint32) bool {
-	w, _, split := SplitSeq(sub)
-	return !split || int(w) == p.cfg.Writer
-}
+// ownedBy reports whether this writer may add rows to sub-bucket sub: only
+// to the partitions it opened.
+func (p *Planner) ownedBy(sub uint32) bool { return int(WriterOf(sub)) == p.cfg.Writer }
 
 // evict forgets about a tenth of the series-days. Their state is reloaded
 // from the catalogue on their next write, so forgetting is always safe.
@@ -232,12 +253,13 @@ func (p *Planner) fits(pi model.PartitionInfo, rows, bytes int64) bool {
 	return pi.Rows == 0 || (pi.Rows+rows <= p.cfg.MaxRows && pi.Bytes+bytes <= p.cfg.MaxBytes)
 }
 
-// open starts the next partition of this writer: the single partition when
-// the series-day has none, else the next split partition.
+// open starts the next partition of this writer: its single partition when
+// it has none yet, else its next split partition.
 func (p *Planner) open(sd model.SeriesDay, s *seriesDay) error {
-	if len(s.parts) == 0 {
-		s.parts = append(s.parts, model.PartitionInfo{Key: sd.Partition(0), State: StateSingle})
-		s.active = 0
+	if !s.single {
+		s.single = true
+		s.parts = append(s.parts, model.PartitionInfo{Key: sd.Partition(SingleID(uint8(p.cfg.Writer))), State: StateSingle})
+		s.active = len(s.parts) - 1
 		return nil
 	}
 	if s.maxSeq >= maxSplitSeq {
