@@ -8,32 +8,34 @@
 //
 // A commit is not atomic in Cassandra: it is a set of idempotent upserts,
 // and Commit returns nil only after every one of them succeeded at the
-// configured write consistency. It runs three phases, each phase's
-// requests in parallel under the store-wide bound
-// Config.MaxConcurrentRequests:
+// configured write consistency. It runs in phases; the requests of a phase
+// run in parallel under the store-wide bound Config.MaxConcurrentRequests:
 //
-//  1. the catalogue entries of the batch (and, the first time, the
-//     tenant-day index). The catalogue therefore always covers every
-//     partition that may hold rows, and its counts are upper bounds: what
-//     the bucket planner needs to keep partitions under their bound after a
-//     restart, and what retention needs to find every partition.
+//  1. registration, only for catalogue keys this process has not written
+//     before: the key alone (no counts, so readers skip it) and the
+//     tenant-day index. From here on retention can find the partition.
 //  2. the rows: each partition's rows as UNLOGGED batches of at most
 //     Config.BatchRows rows of that one partition (never a multi-partition
-//     batch), and dead letters likewise per partition.
-//  3. the audit id index, only after the events themselves are stored, so a
-//     retry of an event whose write failed is never taken for a duplicate.
+//     batch); dead letters likewise per partition.
+//  3. the catalogue counts, and the audit id index: both only after the rows
+//     they describe are stored. A reader that finds a catalogue entry finds
+//     the rows it counts; an audit id that is seen has its event stored, so
+//     a retry of an event whose write failed is never taken for a duplicate.
 //
-// If a phase fails, Commit returns the error and the caller's request fails;
-// rows that did reach Cassandra are invisible to nobody but harmless: a
-// retry writes the same keys again, and readers drop equal keys.
+// If a phase fails, Commit returns the error and the caller's request fails.
+// The rows of a failed commit that did reach Cassandra are not counted in
+// the catalogue (readers may or may not see them; a retry rewrites the same
+// keys, and readers drop equal keys across partitions).
+//
+// Every write of one Commit carries the same write timestamp, taken from a
+// clock that never goes backwards, so of two commits of the same key the
+// one that started later wins, as in the embedded store.
 //
 // # Catalogue rows have one writer each
 //
 // Sub-bucket ids carry the slot of the gateway that opened them (see
-// internal/buckets), so each catalogue row is written by one gateway only.
-// Its write timestamp is derived from the entry itself and grows with its
-// row count, so when two commits of the same gateway update one entry
-// concurrently, the newer state wins whatever order the writes land in.
+// internal/buckets), so each catalogue row is written by one gateway only,
+// and its write timestamps come from that gateway's clock alone.
 package cqlstore
 
 import (
@@ -71,8 +73,10 @@ type Store struct {
 	sem     chan struct{} // one token per request in flight
 	m       *metrics
 
-	mu    sync.Mutex
-	known map[tenantDay]struct{} // tenant_days rows this process has written
+	mu         sync.Mutex
+	lastStamp  int64                           // last write timestamp handed out
+	registered map[model.PartitionKey]struct{} // catalogue keys this process has written
+	known      map[tenantDay]struct{}          // tenant_days rows this process has written
 }
 
 type tenantDay struct {
@@ -81,7 +85,7 @@ type tenantDay struct {
 	tenant string
 }
 
-const maxKnown = 100_000
+const maxRemembered = 1_000_000
 
 // Open connects to the cluster and uses the keyspace, which must exist (see
 // Migrate). It retries while the cluster is unreachable, until ctx ends.
@@ -94,14 +98,15 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.R
 		return nil, err
 	}
 	return &Store{
-		cfg:     cfg,
-		sess:    sess,
-		logger:  logger,
-		writeCL: gocql.ParseConsistency(cfg.WriteConsistency),
-		readCL:  gocql.ParseConsistency(cfg.ReadConsistency),
-		sem:     make(chan struct{}, cfg.MaxConcurrentRequests),
-		m:       newMetrics(reg),
-		known:   make(map[tenantDay]struct{}),
+		cfg:        cfg,
+		sess:       sess,
+		logger:     logger,
+		writeCL:    gocql.ParseConsistency(cfg.WriteConsistency),
+		readCL:     gocql.ParseConsistency(cfg.ReadConsistency),
+		sem:        make(chan struct{}, cfg.MaxConcurrentRequests),
+		m:          newMetrics(reg),
+		registered: make(map[model.PartitionKey]struct{}),
+		known:      make(map[tenantDay]struct{}),
 	}, nil
 }
 
@@ -186,12 +191,15 @@ func (s *Store) observe(ctx context.Context, name string, o op) error {
 
 // Statements. Table names are unqualified: the session uses the keyspace.
 const (
-	insReading   = `INSERT INTO readings (tenant, device, day, sub, ts, metric, value, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	insReading   = `INSERT INTO readings (tenant, device, day, sub, ts, metric, value, seq, has_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insAudit     = `INSERT INTO audit (tenant, stream, day, sub, ts, event_id, actor, action, resource, outcome, attributes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insAuditID   = `INSERT INTO audit_ids (tenant, day, bucket, event_id) VALUES (?, ?, ?, ?)`
-	insCatalogue = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub, row_count, byte_count, min_ts, max_ts, state, closed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`
-	insDead      = `INSERT INTO dead_letters (tenant, day, hour, ts, id, source, topic, reason, error, payload, truncated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	insTenantDay = `INSERT INTO tenant_days (day, kind, tenant) VALUES (?, ?, ?)`
+	insCatalogue = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub, row_count, byte_count, min_ts, max_ts, state, closed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// insCatalogueKey writes only the key (the row's liveness): counts
+	// already there are kept, and a new row has none, so readers skip it.
+	insCatalogueKey = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub) VALUES (?, ?, ?, ?, ?, ?)`
+	insDead         = `INSERT INTO dead_letters (tenant, day, hour, ts, id, source, topic, reason, error, payload, truncated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insTenantDay    = `INSERT INTO tenant_days (day, kind, tenant) VALUES (?, ?, ?)`
 )
 
 // dayValue is a day as the CQL date codec takes it: milliseconds of its start.
@@ -209,28 +217,28 @@ func auditIDBucket(id string) int      { return hash(id, auditIDBuckets) }
 // hourOf is the dead-letter partition hour (0-23) of a timestamp.
 func hourOf(ts int64) int { return int((ts - model.DayOf(ts).Start()) / (3600 * 1000)) }
 
-// catalogueVersion is the write timestamp (microseconds) of a catalogue
-// entry: the end of its day, plus a counter that grows with every change a
-// single writer makes to the entry (rows only grow; closing adds no rows
-// and comes last). It stays far below the wall-clock time at which
-// retention deletes the day, so the delete always wins.
-func catalogueVersion(pi model.PartitionInfo) int64 {
-	v := pi.Key.Day.End()*1000 + 2*pi.Rows
-	if pi.Closed {
-		v++
+// stamp returns a write timestamp (microseconds) greater than every one
+// returned before.
+func (s *Store) stamp() int64 {
+	now := time.Now().UnixMicro()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now <= s.lastStamp {
+		now = s.lastStamp + 1
 	}
-	return v
+	s.lastStamp = now
+	return now
 }
 
-// batchOp sends stmts as one UNLOGGED batch; all of them must belong to one
-// partition.
-func (s *Store) batchOp(entries []gocql.BatchEntry) op {
+// batchOp sends entries, which must all belong to one partition, as one
+// UNLOGGED batch (or one statement) with write timestamp ts.
+func (s *Store) batchOp(entries []gocql.BatchEntry, ts int64) op {
 	return func(ctx context.Context) error {
 		if len(entries) == 1 {
 			e := entries[0]
-			return s.sess.Query(e.Stmt, e.Args...).Consistency(s.writeCL).Idempotent(true).ExecContext(ctx)
+			return s.sess.Query(e.Stmt, e.Args...).Consistency(s.writeCL).Idempotent(true).WithTimestamp(ts).ExecContext(ctx)
 		}
-		b := s.sess.Batch(gocql.UnloggedBatch).Consistency(s.writeCL)
+		b := s.sess.Batch(gocql.UnloggedBatch).Consistency(s.writeCL).WithTimestamp(ts)
 		b.Entries = entries
 		return b.ExecContext(ctx)
 	}
@@ -238,10 +246,10 @@ func (s *Store) batchOp(entries []gocql.BatchEntry) op {
 
 // partitionOps splits one partition's statements into batches of at most
 // BatchRows.
-func (s *Store) partitionOps(ops []op, entries []gocql.BatchEntry) []op {
+func (s *Store) partitionOps(ops []op, entries []gocql.BatchEntry, ts int64) []op {
 	for len(entries) > 0 {
 		n := min(len(entries), s.cfg.BatchRows)
-		ops = append(ops, s.batchOp(entries[:n:n]))
+		ops = append(ops, s.batchOp(entries[:n:n], ts))
 		entries = entries[n:]
 	}
 	return ops
@@ -251,11 +259,11 @@ func entry(stmt string, args ...any) gocql.BatchEntry {
 	return gocql.BatchEntry{Stmt: stmt, Args: args, Idempotent: true}
 }
 
-// blobOrUnset writes an empty value as "unset" (no cell) rather than null
-// (a tombstone).
-func blobOrUnset(b []byte) any {
-	if len(b) == 0 {
-		return gocql.UnsetValue
+// blob writes an absent value as an empty blob: the driver sends a nil
+// slice as null, which would be a tombstone.
+func blob(b []byte) []byte {
+	if b == nil {
+		return []byte{}
 	}
 	return b
 }
@@ -266,55 +274,66 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := s.run(ctx, "catalogue_write", s.catalogueOps(b)); err != nil {
-		return fmt.Errorf("write catalogue of %d partitions: %w", len(b.Catalogue), err)
+	ts := s.stamp()
+	reg := s.registerOps(b, ts)
+	if err := s.run(ctx, "register", reg.ops); err != nil {
+		return fmt.Errorf("register partitions: %w", err)
 	}
-	if err := s.run(ctx, "rows_write", s.rowOps(b)); err != nil {
+	s.remember(reg)
+	if err := s.run(ctx, "rows_write", s.rowOps(b, ts)); err != nil {
 		return fmt.Errorf("write %d rows in %d partitions: %w", b.Rows(), len(b.Partitions), err)
 	}
-	if err := s.run(ctx, "audit_ids_write", s.auditIDOps(b)); err != nil {
-		return fmt.Errorf("write audit ids: %w", err)
+	if err := s.run(ctx, "catalogue_write", append(s.catalogueOps(b, ts), s.auditIDOps(b, ts)...)); err != nil {
+		return fmt.Errorf("write catalogue and audit ids: %w", err)
 	}
-	s.remember(b)
 	return nil
 }
 
-func (s *Store) catalogueOps(b *store.Batch) []op {
-	type cpart struct {
-		tenant, kind string
-		day          model.Day
-		shard        int
-	}
+// cpart is a catalogue partition.
+type cpart struct {
+	tenant, kind string
+	day          model.Day
+	shard        int
+}
+
+func cpartOf(k model.PartitionKey) cpart {
+	return cpart{k.Tenant, k.Kind.String(), k.Day, catalogueShard(k.Series)}
+}
+
+// registration is what a commit must register before its rows.
+type registration struct {
+	ops  []op
+	keys []model.PartitionKey
+	days []tenantDay
+}
+
+// registerOps writes the keys of the batch's catalogue entries and its
+// tenant-days that this process has not written yet.
+func (s *Store) registerOps(b *store.Batch, ts int64) registration {
+	var reg registration
 	groups := make(map[cpart][]gocql.BatchEntry)
-	var order []cpart
-	for _, pi := range b.Catalogue {
-		k := pi.Key
-		cp := cpart{k.Tenant, k.Kind.String(), k.Day, catalogueShard(k.Series)}
-		if _, ok := groups[cp]; !ok {
-			order = append(order, cp)
-		}
-		groups[cp] = append(groups[cp], entry(insCatalogue,
-			k.Tenant, cp.kind, dayValue(k.Day), cp.shard, k.Series, int32(k.Sub),
-			pi.Rows, pi.Bytes, pi.MinTS, pi.MaxTS, pi.State, pi.Closed, catalogueVersion(pi)))
-	}
-	var ops []op
-	for _, cp := range order {
-		ops = s.partitionOps(ops, groups[cp])
-	}
-	// The tenant-day index, once per process and tenant-day.
 	days := make(map[model.Day][]gocql.BatchEntry)
 	seen := make(map[tenantDay]struct{})
+	s.mu.Lock()
+	for _, pi := range b.Catalogue {
+		k := pi.Key
+		if _, ok := s.registered[k]; ok {
+			continue
+		}
+		reg.keys = append(reg.keys, k)
+		cp := cpartOf(k)
+		groups[cp] = append(groups[cp], entry(insCatalogueKey, k.Tenant, cp.kind, dayValue(k.Day), cp.shard, k.Series, int32(k.Sub)))
+	}
 	note := func(td tenantDay) {
 		if _, ok := seen[td]; ok {
 			return
 		}
 		seen[td] = struct{}{}
-		s.mu.Lock()
-		_, known := s.known[td]
-		s.mu.Unlock()
-		if !known {
-			days[td.day] = append(days[td.day], entry(insTenantDay, dayValue(td.day), td.kind, td.tenant))
+		if _, ok := s.known[td]; ok {
+			return
 		}
+		reg.days = append(reg.days, td)
+		days[td.day] = append(days[td.day], entry(insTenantDay, dayValue(td.day), td.kind, td.tenant))
 	}
 	for _, pi := range b.Catalogue {
 		note(tenantDay{pi.Key.Day, pi.Key.Kind.String(), pi.Key.Tenant})
@@ -322,48 +341,67 @@ func (s *Store) catalogueOps(b *store.Batch) []op {
 	for _, dl := range b.DeadLetters {
 		note(tenantDay{model.DayOf(dl.TS), kindDeadLetters, dl.Tenant})
 	}
+	s.mu.Unlock()
+	for _, es := range groups {
+		reg.ops = s.partitionOps(reg.ops, es, ts)
+	}
 	for _, es := range days {
-		ops = s.partitionOps(ops, es)
+		reg.ops = s.partitionOps(reg.ops, es, ts)
+	}
+	return reg
+}
+
+// remember notes what a commit registered, so this process does not write
+// it again. Forgetting (when the sets grow large) only costs a rewrite.
+func (s *Store) remember(reg registration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.registered)+len(reg.keys) > maxRemembered {
+		clear(s.registered)
+	}
+	if len(s.known)+len(reg.days) > maxRemembered {
+		clear(s.known)
+	}
+	for _, k := range reg.keys {
+		s.registered[k] = struct{}{}
+	}
+	for _, td := range reg.days {
+		s.known[td] = struct{}{}
+	}
+}
+
+func (s *Store) catalogueOps(b *store.Batch, ts int64) []op {
+	groups := make(map[cpart][]gocql.BatchEntry)
+	for _, pi := range b.Catalogue {
+		k := pi.Key
+		cp := cpartOf(k)
+		groups[cp] = append(groups[cp], entry(insCatalogue,
+			k.Tenant, cp.kind, dayValue(k.Day), cp.shard, k.Series, int32(k.Sub),
+			pi.Rows, pi.Bytes, pi.MinTS, pi.MaxTS, pi.State, pi.Closed))
+	}
+	var ops []op
+	for _, es := range groups {
+		ops = s.partitionOps(ops, es, ts)
 	}
 	return ops
 }
 
-// remember notes the tenant-days of a successful commit, so they are not
-// written again by this process.
-func (s *Store) remember(b *store.Batch) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.known) > maxKnown {
-		clear(s.known) // forgetting only costs a rewrite
-	}
-	for _, pi := range b.Catalogue {
-		s.known[tenantDay{pi.Key.Day, pi.Key.Kind.String(), pi.Key.Tenant}] = struct{}{}
-	}
-	for _, dl := range b.DeadLetters {
-		s.known[tenantDay{model.DayOf(dl.TS), kindDeadLetters, dl.Tenant}] = struct{}{}
-	}
-}
-
 const kindDeadLetters = "dead_letters"
 
-func (s *Store) rowOps(b *store.Batch) []op {
+func (s *Store) rowOps(b *store.Batch, ts int64) []op {
 	var ops []op
 	for _, pw := range b.Partitions {
 		k := pw.Key
 		day, sub := dayValue(k.Day), int32(k.Sub)
 		entries := make([]gocql.BatchEntry, 0, len(pw.Readings)+len(pw.Events))
 		for _, r := range pw.Readings {
-			var seq any = gocql.UnsetValue
-			if r.HasSeq {
-				seq = r.Seq
-			}
-			entries = append(entries, entry(insReading, k.Tenant, k.Series, day, sub, r.TS, r.Metric, r.Value, seq))
+			entries = append(entries, entry(insReading, k.Tenant, k.Series, day, sub, r.TS, r.Metric, r.Value, r.Seq, r.HasSeq))
 		}
 		for _, e := range pw.Events {
 			entries = append(entries, entry(insAudit, k.Tenant, k.Series, day, sub, e.TS, e.EventID,
-				e.Actor, e.Action, e.Resource, e.Outcome, blobOrUnset(e.Attributes)))
+				e.Actor, e.Action, e.Resource, e.Outcome, blob(e.Attributes)))
 		}
-		ops = s.partitionOps(ops, entries)
+		ops = s.partitionOps(ops, entries, ts)
 	}
 	type dpart struct {
 		tenant string
@@ -374,15 +412,15 @@ func (s *Store) rowOps(b *store.Batch) []op {
 	for _, dl := range b.DeadLetters {
 		p := dpart{dl.Tenant, model.DayOf(dl.TS), hourOf(dl.TS)}
 		dead[p] = append(dead[p], entry(insDead, dl.Tenant, dayValue(p.day), p.hour, dl.TS, dl.ID,
-			dl.Source, dl.Topic, dl.Reason, dl.Error, blobOrUnset(dl.Payload), dl.Truncated))
+			dl.Source, dl.Topic, dl.Reason, dl.Error, blob(dl.Payload), dl.Truncated))
 	}
 	for _, es := range dead {
-		ops = s.partitionOps(ops, es)
+		ops = s.partitionOps(ops, es, ts)
 	}
 	return ops
 }
 
-func (s *Store) auditIDOps(b *store.Batch) []op {
+func (s *Store) auditIDOps(b *store.Batch, ts int64) []op {
 	type ipart struct {
 		tenant string
 		day    model.Day
@@ -397,7 +435,7 @@ func (s *Store) auditIDOps(b *store.Batch) []op {
 	}
 	var ops []op
 	for _, es := range groups {
-		ops = s.partitionOps(ops, es)
+		ops = s.partitionOps(ops, es, ts)
 	}
 	return ops
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"unicode/utf8"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
@@ -90,14 +91,34 @@ func (s *Store) AuditSeen(ctx context.Context, ids []store.AuditID) ([]bool, err
 	return seen, nil
 }
 
-// slice renders the clustering restriction of a range read over (ts, key)
-// and its arguments. Cassandra does not mix single- and multi-column
-// relations on clustering columns, so both bounds use the tuple form.
-func slice(keyCol string, r store.Range) (string, []any) {
-	if r.After != nil && r.After.TS >= r.From {
-		return fmt.Sprintf(`(ts, %s) > (?, ?) AND (ts) < (?)`, keyCol), []any{r.After.TS, r.After.Key, r.To}
+// slice is one CQL clustering restriction of a range read over (ts, key),
+// its arguments, and an optional client-side filter.
+type slice struct {
+	cond   string
+	args   []any
+	filter *store.Pos // keep only rows after it
+}
+
+// restrictions renders a range as clustering restrictions. Cassandra does not mix
+// single- and multi-column relations on clustering columns, so bounds use
+// the tuple form throughout. A cursor key that is not valid UTF-8 (the
+// reader's "after every key" marker, "\xff") cannot be bound to a text
+// column: the rows of its instant are then filtered here.
+func restrictions(keyCol string, r store.Range) []slice {
+	a := r.After
+	switch {
+	case a == nil || a.TS < r.From:
+		return []slice{{cond: `(ts) >= (?) AND (ts) < (?)`, args: []any{r.From, r.To}}}
+	case utf8.ValidString(a.Key):
+		return []slice{{cond: fmt.Sprintf(`(ts, %s) > (?, ?) AND (ts) < (?)`, keyCol), args: []any{a.TS, a.Key, r.To}}}
+	case a.Key[0] >= 0xf5: // no UTF-8 string sorts after it
+		return []slice{{cond: `(ts) > (?) AND (ts) < (?)`, args: []any{a.TS, r.To}}}
+	default:
+		return []slice{
+			{cond: `(ts) >= (?) AND (ts) <= (?)`, args: []any{a.TS, a.TS}, filter: a},
+			{cond: `(ts) > (?) AND (ts) < (?)`, args: []any{a.TS, r.To}},
+		}
 	}
-	return `(ts) >= (?) AND (ts) < (?)`, []any{r.From, r.To}
 }
 
 // empty reports whether r selects nothing (the cursor is past its end).
@@ -107,34 +128,62 @@ func empty(r store.Range) bool {
 
 func pageSize(limit int) int { return min(max(limit, 1), 5000) }
 
-// ScanReadings returns up to limit rows of a readings partition inside r, in
-// clustering order (TS, metric).
-func (s *Store) ScanReadings(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.ReadingRow, error) {
+// scanRange reads up to limit rows of one partition inside r. stmt is the
+// SELECT up to and including "WHERE <partition key> AND "; keyArgs bind the
+// partition key.
+func scanRange[T any](ctx context.Context, s *Store, name, stmt string, keyArgs []any, keyCol string, r store.Range, limit int,
+	scan func(it *gocql.Iter) (T, bool), pos func(T) store.Pos,
+) ([]T, error) {
 	if empty(r) || limit < 1 {
 		return nil, nil
 	}
-	cond, args := slice("metric", r)
-	var out []model.ReadingRow
-	err := s.do(ctx, "readings_read", func(ctx context.Context) error {
-		out = out[:0]
-		all := append([]any{pk.Tenant, pk.Series, dayValue(pk.Day), int32(pk.Sub)}, args...)
-		all = append(all, limit)
-		it := s.query(`SELECT ts, metric, value, seq FROM readings
-			WHERE tenant = ? AND device = ? AND day = ? AND sub = ? AND `+cond+` LIMIT ?`, all...).
-			PageSize(pageSize(limit)).IterContext(ctx)
-		var (
-			row model.ReadingRow
-			seq *int64
-		)
-		for it.Scan(&row.TS, &row.Metric, &row.Value, &seq) {
-			row.Seq, row.HasSeq = 0, seq != nil
-			if seq != nil {
-				row.Seq = *seq
-			}
-			out = append(out, row)
+	var out []T
+	for _, sl := range restrictions(keyCol, r) {
+		want := limit - len(out)
+		if want <= 0 {
+			break
 		}
-		return it.Close()
-	})
+		err := s.do(ctx, name, func(ctx context.Context) error {
+			n := len(out)
+			args := append(append(append([]any(nil), keyArgs...), sl.args...), want)
+			if sl.filter != nil {
+				args[len(args)-1] = int(^uint32(0) >> 1) // filtered below
+			}
+			it := s.query(stmt+sl.cond+` LIMIT ?`, args...).PageSize(pageSize(want)).IterContext(ctx)
+			for len(out) < limit {
+				row, ok := scan(it)
+				if !ok {
+					break
+				}
+				if sl.filter == nil || sl.filter.Less(pos(row)) {
+					out = append(out, row)
+				}
+			}
+			if err := it.Close(); err != nil {
+				out = out[:n] // a retry starts this slice over
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ScanReadings returns up to limit rows of a readings partition inside r, in
+// clustering order (TS, metric).
+func (s *Store) ScanReadings(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.ReadingRow, error) {
+	out, err := scanRange(ctx, s, "readings_read",
+		`SELECT ts, metric, value, seq, has_seq FROM readings WHERE tenant = ? AND device = ? AND day = ? AND sub = ? AND `,
+		[]any{pk.Tenant, pk.Series, dayValue(pk.Day), int32(pk.Sub)}, "metric", r, limit,
+		func(it *gocql.Iter) (model.ReadingRow, bool) {
+			var row model.ReadingRow
+			ok := it.Scan(&row.TS, &row.Metric, &row.Value, &row.Seq, &row.HasSeq)
+			return row, ok
+		},
+		func(row model.ReadingRow) store.Pos { return store.Pos{TS: row.TS, Key: row.Metric} })
 	if err != nil {
 		return nil, fmt.Errorf("scan %v: %w", pk, err)
 	}
@@ -144,30 +193,18 @@ func (s *Store) ScanReadings(ctx context.Context, pk model.PartitionKey, r store
 // ScanAudit returns up to limit events of an audit partition inside r, in
 // clustering order (TS, event id).
 func (s *Store) ScanAudit(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.AuditEvent, error) {
-	if empty(r) || limit < 1 {
-		return nil, nil
-	}
-	cond, args := slice("event_id", r)
-	var out []model.AuditEvent
-	err := s.do(ctx, "audit_read", func(ctx context.Context) error {
-		out = out[:0]
-		all := append([]any{pk.Tenant, pk.Series, dayValue(pk.Day), int32(pk.Sub)}, args...)
-		all = append(all, limit)
-		it := s.query(`SELECT ts, event_id, actor, action, resource, outcome, attributes FROM audit
-			WHERE tenant = ? AND stream = ? AND day = ? AND sub = ? AND `+cond+` LIMIT ?`, all...).
-			PageSize(pageSize(limit)).IterContext(ctx)
-		for {
+	out, err := scanRange(ctx, s, "audit_read",
+		`SELECT ts, event_id, actor, action, resource, outcome, attributes FROM audit WHERE tenant = ? AND stream = ? AND day = ? AND sub = ? AND `,
+		[]any{pk.Tenant, pk.Series, dayValue(pk.Day), int32(pk.Sub)}, "event_id", r, limit,
+		func(it *gocql.Iter) (model.AuditEvent, bool) {
 			e := model.AuditEvent{Stream: pk.Series}
-			if !it.Scan(&e.TS, &e.EventID, &e.Actor, &e.Action, &e.Resource, &e.Outcome, &e.Attributes) {
-				break
-			}
+			ok := it.Scan(&e.TS, &e.EventID, &e.Actor, &e.Action, &e.Resource, &e.Outcome, &e.Attributes)
 			if len(e.Attributes) == 0 {
 				e.Attributes = nil
 			}
-			out = append(out, e)
-		}
-		return it.Close()
-	})
+			return e, ok
+		},
+		func(e model.AuditEvent) store.Pos { return store.Pos{TS: e.TS, Key: e.EventID} })
 	if err != nil {
 		return nil, fmt.Errorf("scan %v: %w", pk, err)
 	}
@@ -181,40 +218,28 @@ func (s *Store) ScanDeadLetters(ctx context.Context, tenant string, day model.Da
 	if empty(r) || limit < 1 {
 		return nil, nil
 	}
-	var out []model.DeadLetter
 	first := hourOf(r.From)
 	if r.After != nil && r.After.TS >= r.From {
 		first = hourOf(r.After.TS)
 	}
+	var out []model.DeadLetter
 	for h := first; h <= hourOf(r.To-1) && len(out) < limit; h++ {
-		cond, args := slice("id", r)
-		want := limit - len(out)
-		err := s.do(ctx, "dead_letters_read", func(ctx context.Context) error {
-			all := append([]any{tenant, dayValue(day), h}, args...)
-			all = append(all, want)
-			it := s.query(`SELECT ts, id, source, topic, reason, error, payload, truncated FROM dead_letters
-				WHERE tenant = ? AND day = ? AND hour = ? AND `+cond+` LIMIT ?`, all...).
-				PageSize(pageSize(want)).IterContext(ctx)
-			n := len(out)
-			for {
+		rows, err := scanRange(ctx, s, "dead_letters_read",
+			`SELECT ts, id, source, topic, reason, error, payload, truncated FROM dead_letters WHERE tenant = ? AND day = ? AND hour = ? AND `,
+			[]any{tenant, dayValue(day), h}, "id", r, limit-len(out),
+			func(it *gocql.Iter) (model.DeadLetter, bool) {
 				dl := model.DeadLetter{Tenant: tenant}
-				if !it.Scan(&dl.TS, &dl.ID, &dl.Source, &dl.Topic, &dl.Reason, &dl.Error, &dl.Payload, &dl.Truncated) {
-					break
-				}
+				ok := it.Scan(&dl.TS, &dl.ID, &dl.Source, &dl.Topic, &dl.Reason, &dl.Error, &dl.Payload, &dl.Truncated)
 				if len(dl.Payload) == 0 {
 					dl.Payload = nil
 				}
-				out = append(out, dl)
-			}
-			if err := it.Close(); err != nil {
-				out = out[:n] // a retry of this hour starts over
-				return err
-			}
-			return nil
-		})
+				return dl, ok
+			},
+			func(dl model.DeadLetter) store.Pos { return store.Pos{TS: dl.TS, Key: dl.ID} })
 		if err != nil {
 			return nil, fmt.Errorf("scan dead letters of %s on %s: %w", tenant, day, err)
 		}
+		out = append(out, rows...)
 	}
 	return out, nil
 }

@@ -77,3 +77,17 @@ func firstLine(s string) string {
 	}
 	return strings.TrimSpace(strings.TrimSuffix(s, "("))
 }
+
+// DropKeyspace drops the keyspace and everything in it. Tests use it to
+// clean up; operators should not need it.
+func DropKeyspace(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	sess, err := connect(ctx, cfg, "", logger)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	if err := sess.Query(`DROP KEYSPACE IF EXISTS ` + cfg.Keyspace).ExecContext(ctx); err != nil {
+		return fmt.Errorf("drop keyspace %s: %w", cfg.Keyspace, err)
+	}
+	return nil
+}
