@@ -1,6 +1,10 @@
 package cqlstore
 
-import "context"
+import (
+	"context"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+)
 
 // Tables lists the tables of the schema.
 var Tables = []string{"readings", "audit", "audit_ids", "catalogue", "dead_letters", "tenant_days"}
@@ -16,4 +20,4 @@ func (s *Store) Truncate(ctx context.Context) error {
 }
 
 // Session exposes the driver session, for tests that count rows.
-func (s *Store) Session() any { return s.sess }
+func (s *Store) Session() *gocql.Session { return s.sess }
