@@ -7,6 +7,7 @@ import (
 	"net"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -93,14 +94,8 @@ func (c Config) Validate() error {
 		bad("hosts: at least one host or host:port is required")
 	}
 	for i, h := range c.Hosts {
-		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, " ,/") {
+		if !validHost(h) {
 			bad("hosts[%d]: %q is not a host or host:port", i, h)
-			continue
-		}
-		if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") && strings.Count(h, ":") == 1 {
-			if _, _, err := net.SplitHostPort(h); err != nil {
-				bad("hosts[%d]: %q is not a host or host:port", i, h)
-			}
 		}
 	}
 	if !identRE.MatchString(c.Keyspace) {
@@ -154,6 +149,21 @@ func (c Config) Validate() error {
 		bad("tls.cert_file/tls.key_file: set both (client certificate) or neither")
 	}
 	return errors.Join(errs...)
+}
+
+func validHost(h string) bool {
+	if h == "" || strings.ContainsAny(h, " ,/") {
+		return false
+	}
+	if !strings.Contains(h, ":") || (strings.Count(h, ":") > 1 && !strings.HasPrefix(h, "[")) {
+		return true // a name or an IPv6 address without port
+	}
+	host, port, err := net.SplitHostPort(h)
+	if err != nil || host == "" {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n > 0 && n < 65536
 }
 
 // replication renders the keyspace replication map.
