@@ -17,15 +17,18 @@
 //
 // # Several writers
 //
-// Every sub-bucket id carries the slot of the writer (gateway) that opened
-// it, the single partition included (SingleID), and a writer only ever adds
-// rows to partitions it opened. Each partition therefore has exactly one
-// writer, whose planner sees every row it holds, so the bound holds with any
-// number of gateways writing one series-day at once, without coordination;
-// and each catalogue entry has one writer, so no gateway overwrites
-// another's counts. The cost: a series-day that k gateways write has up to
-// k single partitions instead of one. Writer 0's single partition is
-// sub-bucket 0, so a lone gateway lays out data exactly as before.
+// Split ids carry the slot of the writer (gateway) that opened them, and a
+// writer only adds rows to its own splits. The single partition is shared
+// (sub-bucket 0) when one writer owns the store, as with the embedded store.
+// For a store that several gateways write at once (Cassandra), the
+// composition root sets Config.PerWriterSingle: each writer then has its own
+// single partition too (SingleID), so every partition has exactly one
+// writer, whose planner sees every row it holds. The bound then holds with
+// any number of gateways writing one series-day at once, without
+// coordination, and each catalogue entry has one writer, so no gateway
+// overwrites another's counts. The cost: a series-day that k gateways write
+// has up to k single partitions instead of one. Writer 0's single partition
+// is sub-bucket 0 either way.
 //
 // Rows are not routed by timestamp: a late or out-of-order row goes to the
 // partition that is open when it arrives, and the catalogue entry's
@@ -91,6 +94,11 @@ type Config struct {
 	// forgotten (at TakeDirty, never between Load and Assign) and reloaded
 	// from the catalogue when next written.
 	MaxSeriesDays int `mapstructure:"max_series_days"`
+	// PerWriterSingle gives each writer its own single partition instead of
+	// the shared sub-bucket 0 (see "Several writers" above). It is not a
+	// configuration key: the composition root sets it for stores that
+	// several gateways may write at once.
+	PerWriterSingle bool `mapstructure:"-"`
 }
 
 // DefaultConfig returns the production defaults.
@@ -184,9 +192,14 @@ func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) {
 	p.days[sd] = s
 }
 
-// ownedBy reports whether this writer may add rows to sub-bucket sub: only
-// to the partitions it opened.
-func (p *Planner) ownedBy(sub uint32) bool { return int(WriterOf(sub)) == p.cfg.Writer }
+// ownedBy reports whether this writer may add rows to sub-bucket sub: its
+// own partitions, and the shared single partition unless PerWriterSingle.
+func (p *Planner) ownedBy(sub uint32) bool {
+	if _, _, split := SplitSeq(sub); !split && !p.cfg.PerWriterSingle {
+		return sub == 0
+	}
+	return int(WriterOf(sub)) == p.cfg.Writer
+}
 
 // evict forgets series-days until at most MaxSeriesDays remain, then about a
 // tenth more, so that it does not run on every round. Their state is
@@ -263,12 +276,17 @@ func (p *Planner) fits(pi model.PartitionInfo, rows, bytes int64) bool {
 	return pi.Rows == 0 || (pi.Rows+rows <= p.cfg.MaxRows && pi.Bytes+bytes <= p.cfg.MaxBytes)
 }
 
-// open starts the next partition of this writer: its single partition when
-// it has none yet, else its next split partition.
+// open starts the next partition of this writer: the single partition when
+// it has none yet (the shared one: when the series-day has none at all),
+// else its next split partition.
 func (p *Planner) open(sd model.SeriesDay, s *seriesDay) error {
-	if !s.single {
+	if p.cfg.PerWriterSingle && !s.single || !p.cfg.PerWriterSingle && len(s.parts) == 0 {
 		s.single = true
-		s.parts = append(s.parts, model.PartitionInfo{Key: sd.Partition(SingleID(uint8(p.cfg.Writer))), State: StateSingle})
+		sub := uint32(0)
+		if p.cfg.PerWriterSingle {
+			sub = SingleID(uint8(p.cfg.Writer))
+		}
+		s.parts = append(s.parts, model.PartitionInfo{Key: sd.Partition(sub), State: StateSingle})
 		s.active = len(s.parts) - 1
 		return nil
 	}

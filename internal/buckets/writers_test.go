@@ -6,7 +6,7 @@ import (
 	"github.com/sluicehq/sluice/internal/model"
 )
 
-// Two planners with different writer slots, fed the same catalogue, never
+// With PerWriterSingle, two planners with different writer slots, fed the same catalogue, never
 // add rows to one partition: each opens its own single partition, then its
 // own splits, and fills only those.
 func TestWritersOwnTheirPartitions(t *testing.T) {
@@ -39,7 +39,7 @@ func TestWritersOwnTheirPartitions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := New(Config{MaxRows: 2, MaxBytes: 1 << 20, Writer: tc.writer, MaxSeriesDays: 10})
+			p := New(Config{MaxRows: 2, MaxBytes: 1 << 20, Writer: tc.writer, MaxSeriesDays: 10, PerWriterSingle: true})
 			p.Load(sd, tc.loaded)
 			for i, want := range tc.want {
 				pk, err := p.Assign(sd, sd.Day.Start()+int64(i), 1, 10)

@@ -89,7 +89,8 @@ func newGateway(t *testing.T, writer int, bcfg buckets.Config) gateway {
 func TestTwoGatewaysOneNoisyDevice(t *testing.T) {
 	requireCassandra(t)
 	bcfg := buckets.DefaultConfig()
-	bcfg.MaxRows = 700 // a reading here is 2 rows, so 350 readings per partition
+	bcfg.MaxRows = 700          // a reading here is 2 rows, so 350 readings per partition
+	bcfg.PerWriterSingle = true // as cmd/ingest sets it for Cassandra
 	gws := []gateway{newGateway(t, 1, bcfg), newGateway(t, 2, bcfg)}
 	tenant := unique(t)
 	const (
