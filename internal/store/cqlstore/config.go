@@ -189,7 +189,7 @@ func (c Config) cluster(keyspace string) *gocql.ClusterConfig {
 	// Token-aware routing sends each statement to a replica of its
 	// partition; among them, and as the fallback, nodes of the local DC
 	// come first.
-	cc.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.DCAwareRoundRobinPolicy(c.LocalDC))
+	cc.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.DCAwareRoundRobinPolicy(c.LocalDC), gocql.ShuffleReplicas())
 	// Every statement Sluice sends is an idempotent upsert or read (no
 	// counters, no list appends, no LWT), so each may be retried.
 	cc.DefaultIdempotence = true

@@ -112,10 +112,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.R
 
 // connect creates a session, retrying with backoff while no node answers.
 func connect(ctx context.Context, cfg Config, keyspace string, logger *slog.Logger) (*gocql.Session, error) {
-	cc := cfg.cluster(keyspace)
-	cc.Logger = slogAdapter{logger.With("component", "gocql")}
 	wait := 500 * time.Millisecond
 	for attempt := 1; ; attempt++ {
+		// A fresh configuration each time: a host policy cannot be reused.
+		cc := cfg.cluster(keyspace)
+		cc.Logger = slogAdapter{logger.With("component", "gocql")}
 		sess, err := cc.CreateSession()
 		if err == nil {
 			return sess, nil
