@@ -246,7 +246,9 @@ func mergeDay[T any](ctx context.Context, parts []model.PartitionInfo, rng store
 		return len(rows) > 0, nil
 	}
 	for _, pi := range parts {
-		if !pi.Overlaps(rng.From, rng.To) {
+		// A partition whose rows all lie before the cursor has nothing for
+		// this page: skip it rather than issue a scan that returns nothing.
+		if !pi.Overlaps(rng.From, rng.To) || (rng.After != nil && pi.MaxTS < rng.After.TS) {
 			continue
 		}
 		src := &source[T]{pk: pi.Key, rng: rng}
