@@ -18,7 +18,6 @@ import (
 	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/internal/sink"
-	"github.com/sluicehq/sluice/internal/store/pebblestore"
 )
 
 // serve runs the gateway until ctx is cancelled, then shuts down in reverse
@@ -39,7 +38,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	st, err := pebblestore.Open(cfg.DataDir, pebblestore.Options{CacheBytes: cfg.Store.Pebble.CacheBytes}, logger)
+	st, err := openBackend(ctx, &cfg, logger, reg)
 	if err != nil {
 		return err
 	}
