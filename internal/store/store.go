@@ -26,6 +26,10 @@ type Batch struct {
 	Partitions  []PartitionWrite
 	Catalogue   []model.PartitionInfo
 	DeadLetters []model.DeadLetter // partitioned by (tenant, day of TS), clustered by (TS, ID)
+	// Version, when not zero, orders this batch's writes against another
+	// batch's writes of the same keys: the greater version wins, whichever
+	// lands last. Set by the sink for backends that implement sink.Versioner.
+	Version int64
 }
 
 // Rows counts the rows of the batch.

@@ -27,9 +27,13 @@
 // the catalogue (readers may or may not see them; a retry rewrites the same
 // keys, and readers drop equal keys across partitions).
 //
-// Every write of one Commit carries the same write timestamp, taken from a
-// clock that never goes backwards, so of two commits of the same key the
-// one that started later wins, as in the embedded store.
+// Every write of one Commit carries the same write timestamp: the batch's
+// Version, which the sink takes from Version as it plans the batch, or one
+// taken at the start of Commit when it has none. Both come from a clock that
+// never goes backwards, so of two commits of the same key the one planned
+// later wins, as in the embedded store, whichever lands last. The sink
+// therefore commits batches that share catalogue entries concurrently (see
+// sink.Versioner): an older catalogue entry landing late changes nothing.
 //
 // # Catalogue rows have one writer each
 //
@@ -74,9 +78,20 @@ type Store struct {
 	m       *metrics
 
 	mu         sync.Mutex
-	lastStamp  int64                           // last write timestamp handed out
-	registered map[model.PartitionKey]struct{} // catalogue keys this process has written
-	known      map[tenantDay]struct{}          // tenant_days rows this process has written
+	lastStamp  int64                          // last write timestamp handed out
+	registered map[model.PartitionKey]written // catalogue keys this process has written
+	known      map[tenantDay]struct{}         // tenant_days rows this process has written
+}
+
+// written is what this process knows is stored in a catalogue row: its key
+// (registered), and, once counts is set, the state and closed flag written
+// at version ts. A count update whose state and closed are the same leaves
+// those two cells out.
+type written struct {
+	counts bool
+	state  string
+	closed bool
+	ts     int64
 }
 
 type tenantDay struct {
@@ -105,7 +120,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.R
 		readCL:     gocql.ParseConsistency(cfg.ReadConsistency),
 		sem:        make(chan struct{}, cfg.MaxConcurrentRequests),
 		m:          newMetrics(reg),
-		registered: make(map[model.PartitionKey]struct{}),
+		registered: make(map[model.PartitionKey]written),
 		known:      make(map[tenantDay]struct{}),
 	}, nil
 }
@@ -196,6 +211,10 @@ const (
 	insAudit     = `INSERT INTO audit (tenant, stream, day, sub, ts, event_id, actor, action, resource, outcome, attributes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insAuditID   = `INSERT INTO audit_ids (tenant, day, bucket, event_id) VALUES (?, ?, ?, ?)`
 	insCatalogue = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub, row_count, byte_count, min_ts, max_ts, state, closed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// insCatalogueCounts updates only what changes from commit to commit:
+	// for an entry whose state and closed flag this process already wrote
+	// with the same values (and a row that therefore exists).
+	insCatalogueCounts = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub, row_count, byte_count, min_ts, max_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// insCatalogueKey writes only the key (the row's liveness): counts
 	// already there are kept, and a new row has none, so readers skip it.
 	insCatalogueKey = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub) VALUES (?, ?, ?, ?, ?, ?)`
@@ -230,6 +249,10 @@ func (s *Store) stamp() int64 {
 	s.lastStamp = now
 	return now
 }
+
+// Version returns a write timestamp for a batch, greater than every one
+// returned before (it implements sink.Versioner).
+func (s *Store) Version() int64 { return s.stamp() }
 
 // batchOp sends entries, which must all belong to one partition, as one
 // UNLOGGED batch (or one statement) with write timestamp ts.
@@ -275,7 +298,10 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ts := s.stamp()
+	ts := b.Version
+	if ts == 0 {
+		ts = s.stamp()
+	}
 	reg := s.registerOps(b, ts)
 	if err := s.run(ctx, "register", reg.ops); err != nil {
 		return fmt.Errorf("register partitions: %w", err)
@@ -287,6 +313,7 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 	if err := s.run(ctx, "catalogue_write", append(s.catalogueOps(b, ts), s.auditIDOps(b, ts)...)); err != nil {
 		return fmt.Errorf("write catalogue and audit ids: %w", err)
 	}
+	s.rememberCounts(b, ts)
 	return nil
 }
 
@@ -364,22 +391,46 @@ func (s *Store) remember(reg registration) {
 		clear(s.known)
 	}
 	for _, k := range reg.keys {
-		s.registered[k] = struct{}{}
+		if _, ok := s.registered[k]; !ok {
+			s.registered[k] = written{}
+		}
 	}
 	for _, td := range reg.days {
 		s.known[td] = struct{}{}
 	}
 }
 
+// rememberCounts notes the state and closed flag of the catalogue entries
+// a commit wrote, unless a commit of a later version noted them first.
+func (s *Store) rememberCounts(b *store.Batch, ts int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, pi := range b.Catalogue {
+		w, ok := s.registered[pi.Key]
+		if !ok || w.counts && w.ts > ts {
+			continue // forgotten, or superseded
+		}
+		s.registered[pi.Key] = written{counts: true, state: pi.State, closed: pi.Closed, ts: ts}
+	}
+}
+
 func (s *Store) catalogueOps(b *store.Batch, ts int64) []op {
 	groups := make(map[cpart][]gocql.BatchEntry)
+	s.mu.Lock()
 	for _, pi := range b.Catalogue {
 		k := pi.Key
 		cp := cpartOf(k)
+		if w := s.registered[k]; w.counts && w.state == pi.State && w.closed == pi.Closed && w.ts < ts {
+			groups[cp] = append(groups[cp], entry(insCatalogueCounts,
+				k.Tenant, cp.kind, dayValue(k.Day), cp.shard, k.Series, int32(k.Sub),
+				pi.Rows, pi.Bytes, pi.MinTS, pi.MaxTS))
+			continue
+		}
 		groups[cp] = append(groups[cp], entry(insCatalogue,
 			k.Tenant, cp.kind, dayValue(k.Day), cp.shard, k.Series, int32(k.Sub),
 			pi.Rows, pi.Bytes, pi.MinTS, pi.MaxTS, pi.State, pi.Closed))
 	}
+	s.mu.Unlock()
 	var ops []op
 	for _, es := range groups {
 		ops = s.partitionOps(ops, es, ts)

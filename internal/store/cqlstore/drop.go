@@ -178,8 +178,13 @@ func (s *Store) DropDay(ctx context.Context, day model.Day) (DropStats, error) {
 	return total, nil
 }
 
+// forget drops what this process remembers of a tenant-day it deleted, so
+// that a late write registers its partitions and writes full catalogue
+// entries again. Catalogue keys are forgotten all at once: drops are rare,
+// and forgetting only costs rewrites.
 func (s *Store) forget(td tenantDay) {
 	s.mu.Lock()
 	delete(s.known, td)
+	clear(s.registered)
 	s.mu.Unlock()
 }

@@ -1,0 +1,288 @@
+package main
+
+// The HTTP → Cassandra benchmark and its limit, for docs/benchmarks.md
+// ("HTTP → Cassandra"). BenchmarkHTTPCassandra runs the two as
+// sub-benchmarks, interleaved over SLUICE_BENCH_ROUNDS rounds (default 3:
+// 1/gateway, 1/limit, 2/gateway, …; -count would repeat each one before the
+// other), so both see the node and the machine in the same state:
+//
+//	go test -run='^$' -bench='HTTPCassandra' -benchtime=150x ./cmd/ingest
+//
+// Both write the rows of BenchmarkHTTPIngest (the same NDJSON bodies: 1,000
+// readings of 2 metrics from 10,000 devices, by 4 concurrent writers) into
+// the same node, each run as a tenant of its own:
+//
+//   - gateway runs the gateway (serve) with
+//     store.backend=cassandra on a keyspace created by the migrate code, and
+//     POSTs the bodies over HTTP;
+//   - limit is a minimal direct gocql writer: per request,
+//     the rows grouped by partition (device, day, sub 0), UNLOGGED batches of
+//     at most store.cassandra.batch_rows rows of one partition, at most
+//     store.cassandra.max_concurrent_requests requests in flight, the same
+//     write consistency, connections per node and host selection. It does no
+//     HTTP, no decoding, no bucketing and no catalogue.
+//
+// Cassandra comes from SLUICE_TEST_CASSANDRA (default 127.0.0.1:9042); the
+// keyspace is created once per process and dropped at its end.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/store/cqlstore"
+)
+
+func cassandraAddr() string {
+	if a := os.Getenv("SLUICE_TEST_CASSANDRA"); a != "" {
+		return a
+	}
+	return "127.0.0.1:9042"
+}
+
+// requireCassandra skips when Cassandra does not answer, or fails under
+// CI=true, where a missing server is an error.
+func requireCassandra(tb testing.TB) {
+	tb.Helper()
+	conn, err := net.DialTimeout("tcp", cassandraAddr(), 2*time.Second)
+	if err == nil {
+		_ = conn.Close()
+		return
+	}
+	msg := fmt.Sprintf("Cassandra at %s is not reachable (%v); start it with: bash scripts/servers.sh up cassandra", cassandraAddr(), err)
+	if os.Getenv("CI") == "true" {
+		tb.Fatal(msg)
+	}
+	tb.Skip(msg)
+}
+
+var (
+	benchKeyspaceOnce sync.Once
+	benchKeyspaceCfg  cqlstore.Config
+	benchKeyspaceErr  error
+	benchTenants      atomic.Int64
+)
+
+// benchCassandraConfig returns the gateway configuration (defaults with
+// SLUICE_* overrides) on the benchmark keyspace, creating the keyspace with
+// the migrate code on first use.
+func benchCassandraConfig(b *testing.B) config.Config {
+	b.Helper()
+	requireCassandra(b)
+	cfg, _, err := config.Load("", os.Environ())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Store.Backend = "cassandra"
+	benchKeyspaceOnce.Do(func() {
+		c := cfg.Store.Cassandra
+		c.Hosts = []string{cassandraAddr()}
+		c.Keyspace = fmt.Sprintf("sluice_bench_%d", os.Getpid())
+		c.ReplicationClass, c.ReplicationFactor = "SimpleStrategy", 1
+		benchKeyspaceCfg = c
+		cfg.Store.Cassandra = c
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		benchKeyspaceErr = migrate(ctx, cfg, slog.New(slog.DiscardHandler))
+	})
+	if benchKeyspaceErr != nil {
+		b.Fatal(benchKeyspaceErr)
+	}
+	cfg.Store.Cassandra = benchKeyspaceCfg
+	return cfg
+}
+
+// TestMain drops the benchmark keyspace, if one was created.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchKeyspaceCfg.Keyspace != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := cqlstore.DropKeyspace(ctx, benchKeyspaceCfg, slog.New(slog.DiscardHandler)); err != nil {
+			fmt.Fprintln(os.Stderr, "drop benchmark keyspace:", err)
+		}
+		cancel()
+	}
+	os.Exit(code)
+}
+
+func BenchmarkHTTPCassandra(b *testing.B) {
+	rounds := 3
+	if v := os.Getenv("SLUICE_BENCH_ROUNDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("SLUICE_BENCH_ROUNDS: want a positive integer, got %q", v)
+		}
+		rounds = n
+	}
+	for r := 1; r <= rounds; r++ {
+		b.Run(fmt.Sprintf("%d/gateway", r), benchGatewayCassandra)
+		b.Run(fmt.Sprintf("%d/limit", r), benchCassandraLimit)
+	}
+}
+
+func benchGatewayCassandra(b *testing.B) {
+	_, bodies := benchData()
+	cfg := benchCassandraConfig(b)
+	tenant := fmt.Sprintf("bench%d", benchTenants.Add(1))
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	cfg.Auth.Tokens = []config.Token{{Token: "bench-token", Tenant: tenant}}
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, cfg, "", slog.New(slog.DiscardHandler), func(a string) { addr <- a })
+	}()
+	var url string
+	select {
+	case a := <-addr:
+		url = "http://" + a + "/v1/readings"
+	case err := <-done:
+		b.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchWriters}}
+	post := func(body []byte) {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer bench-token")
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			b.Errorf("status %d: %s", resp.StatusCode, msg)
+		}
+	}
+	benchRun(b, func(i int) { post(bodies[i%len(bodies)]) })
+	if os.Getenv("BENCH_METRICS") != "" {
+		resp, err := hc.Get(strings.TrimSuffix(url, "/v1/readings") + "/metrics")
+		if err == nil {
+			m, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, l := range strings.Split(string(m), "\n") {
+				if strings.HasPrefix(l, "sluice_") && (strings.Contains(l, "_sum") || strings.Contains(l, "_count") || strings.Contains(l, "total")) {
+					b.Log(l)
+				}
+			}
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchRun hands one request (its index) per b.Loop iteration to
+// benchWriters concurrent writers calling fn, and reports readings/s over
+// the whole run, the last requests in flight included.
+func benchRun(b *testing.B, fn func(i int)) {
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range benchWriters {
+		wg.Go(func() {
+			for i := range work {
+				fn(i)
+			}
+		})
+	}
+	start := time.Now()
+	n := 0
+	for b.Loop() {
+		work <- n
+		n++
+	}
+	close(work)
+	wg.Wait()
+	b.ReportMetric(float64(n*benchReadings)/time.Since(start).Seconds(), "readings/s")
+}
+
+const insBenchReading = `INSERT INTO readings (tenant, device, day, sub, ts, metric, value, seq, has_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+func benchCassandraLimit(b *testing.B) {
+	reqs, _ := benchData()
+	cfg := benchCassandraConfig(b)
+	c := cfg.Store.Cassandra
+	tenant := fmt.Sprintf("bench%d", benchTenants.Add(1))
+
+	cc := gocql.NewCluster(c.Hosts...)
+	cc.Keyspace = c.Keyspace
+	cc.NumConns = c.NumConns
+	cc.Timeout, cc.WriteTimeout, cc.ConnectTimeout = c.Timeout, c.Timeout, c.ConnectTimeout
+	cc.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.DCAwareRoundRobinPolicy(c.LocalDC), gocql.ShuffleReplicas())
+	sess, err := cc.CreateSession()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sess.Close()
+	cl := gocql.ParseConsistency(c.WriteConsistency)
+	sem := make(chan struct{}, c.MaxConcurrentRequests)
+
+	type pkey struct {
+		device string
+		day    model.Day
+	}
+	// write stores one request's rows: one group of UNLOGGED batches per
+	// partition, all in parallel under the in-flight bound.
+	write := func(rs []benchReading) {
+		parts := make(map[pkey][]gocql.BatchEntry)
+		var order []pkey
+		for j, r := range rs {
+			k := pkey{r.device, model.DayOf(r.ts)}
+			es, ok := parts[k]
+			if !ok {
+				order = append(order, k)
+			}
+			for _, m := range [2]struct {
+				name string
+				v    float64
+			}{{"rpm", r.rpm}, {"temp_c", r.temp}} {
+				es = append(es, gocql.BatchEntry{Stmt: insBenchReading, Idempotent: true,
+					Args: []any{tenant, r.device, k.day.Start(), int32(0), r.ts, m.name, m.v, int64(j), true}})
+			}
+			parts[k] = es
+		}
+		var wg sync.WaitGroup
+		for _, k := range order {
+			es := parts[k]
+			for len(es) > 0 {
+				n := min(c.BatchRows, len(es))
+				chunk := es[:n:n]
+				es = es[n:]
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					var err error
+					if len(chunk) == 1 {
+						err = sess.Query(chunk[0].Stmt, chunk[0].Args...).Consistency(cl).Idempotent(true).Exec()
+					} else {
+						bt := sess.Batch(gocql.UnloggedBatch).Consistency(cl)
+						bt.Entries = chunk
+						err = bt.Exec()
+					}
+					if err != nil {
+						b.Error(err)
+					}
+				})
+			}
+		}
+		wg.Wait()
+	}
+	benchRun(b, func(i int) { write(reqs[i%len(reqs)]) })
+}
