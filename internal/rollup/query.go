@@ -51,6 +51,16 @@ func (s Step) Start(ts int64) int64 {
 	return m
 }
 
+// Filter selects rollup rows: one tenant, a metric (empty: all), a device
+// (empty: all) and the minutes that overlap [From, To) (ms).
+type Filter struct {
+	Tenant string
+	Device string
+	Metric string
+	From   int64
+	To     int64
+}
+
 // Bucket is the combined aggregate of one step of one device's metric.
 type Bucket struct {
 	Start      int64 // ms
