@@ -19,9 +19,12 @@
 // Rows are not routed by timestamp: a late or out-of-order row goes to the
 // partition that is open when it arrives, and the catalogue entry's
 // [MinTS, MaxTS] widens to cover it. Readers select partitions by that range,
-// so they find late rows without scanning. Because every closed partition is
-// full, a series-day with R rows has at most ceil(R/MaxRows) partitions when
-// the row bound binds (ceil(B/MaxBytes)+1 when the byte bound binds first).
+// so they find late rows without scanning. A partition is closed only when
+// the next unit (a reading's cells, or an event) does not fit, so every
+// closed partition is full to within one unit: with units of at most u rows,
+// a series-day with R rows has at most ceil(R/(MaxRows-u+1)) partitions when
+// the row bound binds (ceil(R/MaxRows) for one-row units), and likewise for
+// bytes when the byte bound binds first.
 package buckets
 
 import (
@@ -67,7 +70,8 @@ type Config struct {
 	// store at once need different slots so their split ids are disjoint.
 	Writer int `mapstructure:"writer_id"`
 	// MaxSeriesDays bounds the planner's memory; beyond it, series-days are
-	// forgotten and reloaded from the catalogue when next written.
+	// forgotten (at TakeDirty, never between Load and Assign) and reloaded
+	// from the catalogue when next written.
 	MaxSeriesDays int `mapstructure:"max_series_days"`
 }
 
@@ -135,11 +139,10 @@ func (p *Planner) Known(sd model.SeriesDay) bool {
 func (p *Planner) Len() int { return len(p.days) }
 
 // Load installs the catalogue of a series-day, as read from the store. It
-// must be called before the first Assign for that series-day.
+// must be called before the first Assign for that series-day. It never
+// evicts: a caller loads every series-day of a round, then assigns, and a
+// series-day it loaded or found Known must stay loaded until TakeDirty.
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) {
-	if len(p.days) >= p.cfg.MaxSeriesDays {
-		p.evict()
-	}
 	s := &seriesDay{active: -1}
 	s.parts = append(s.parts, parts...)
 	for i, pi := range s.parts {
@@ -164,13 +167,18 @@ func (p *Planner) ownedBy(sub uint32) bool {
 	return !split || int(w) == p.cfg.Writer
 }
 
-// evict forgets about a tenth of the series-days. Their state is reloaded
-// from the catalogue on their next write, so forgetting is always safe.
+// evict forgets series-days until at most MaxSeriesDays remain, then about a
+// tenth more, so that it does not run on every round. Their state is
+// reloaded from the catalogue on their next write (after the commits that
+// hold their changes), so forgetting is always safe.
 func (p *Planner) evict() {
-	n := len(p.days)/10 + 1
+	if len(p.days) <= p.cfg.MaxSeriesDays {
+		return
+	}
+	n := len(p.days) - p.cfg.MaxSeriesDays + p.cfg.MaxSeriesDays/10
 	for k := range p.days {
 		delete(p.days, k)
-		if n--; n == 0 {
+		if n--; n <= 0 {
 			return
 		}
 	}
@@ -215,13 +223,15 @@ func (p *Planner) markDirty(s *seriesDay, i int) {
 
 // TakeDirty returns a copy of every catalogue entry changed since the last
 // call, in no particular order, and forgets them. The sink writes them in the
-// same atomic commit as the rows that changed them.
+// same atomic commit as the rows that changed them. It ends a round: when
+// more than MaxSeriesDays series-days are held, it evicts some.
 func (p *Planner) TakeDirty() []model.PartitionInfo {
 	out := make([]model.PartitionInfo, 0, len(p.dirty))
 	for k, d := range p.dirty {
 		out = append(out, d.s.parts[d.i])
 		delete(p.dirty, k)
 	}
+	p.evict()
 	return out
 }
 
