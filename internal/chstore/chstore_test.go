@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
+	"syscall"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +26,16 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // answer on addr.
 func requireServer(t testing.TB, addr string) {
 	t.Helper()
+	// A shared lock: the rollupfeed test that stops and restarts ClickHouse
+	// takes it exclusively, so this package never sees the server go away.
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "sluice-clickhouse-test.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err == nil {
 		_ = c.Close()
