@@ -39,6 +39,7 @@ const usage = `Usage: ingest [command] [--config FILE]
 Commands:
   serve          run the gateway (the default)
   check-config   load and validate the configuration, print it, and exit
+  migrate        create the ClickHouse rollup tables (rollups.clickhouse.addr)
 
 Configuration comes from --config FILE (or SLUICE_CONFIG), else ./configs/ingest.yaml
 when present, else built-in defaults; SLUICE_* environment variables override
@@ -71,6 +72,8 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) erro
 	case "serve":
 		logger := newLogger(cfg.Log, stderr)
 		return serve(ctx, cfg, file, logger, nil)
+	case "migrate":
+		return migrateRollups(ctx, cfg, stdout, newLogger(cfg.Log, stderr))
 	case "check-config":
 		if file == "" {
 			file = "(built-in defaults)"

@@ -51,7 +51,12 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		}
 	}()
 
-	sk := sink.New(cfg.Sink, cfg.Buckets, st, logger.With("component", "sink"), reg)
+	ru, err := startRollups(cfg, st, logger.With("component", "rollups"), reg)
+	if err != nil {
+		return err
+	}
+	defer ru.close() // deferred after st.Close, so it runs first
+	sk := sink.New(cfg.Sink, cfg.Buckets, st, logger.With("component", "sink"), reg, ru.sinkOptions()...)
 	ingest := httpingest.New(httpingest.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxDecompressedBytes: cfg.HTTP.MaxDecompressedBytes, Limits: cfg.Limits.Decode(),
 	}, sk, time.Now, logger.With("component", "http"), reg)
@@ -65,6 +70,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		PostReadings: ingest.Readings, PostAudit: ingest.Audit,
 		GetReadings: read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		Extra:   ru.routes(),
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
