@@ -108,7 +108,9 @@ func span(fs *flagSet, from, to string) (time.Time, time.Time, error) {
 	return lo, hi, nil
 }
 
-func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+// num prints a value with up to 12 significant digits, hiding the last
+// bits of float sums (1246.6499999999999 prints as 1246.65).
+func num(f float64) string { return strconv.FormatFloat(f, 'g', 12, 64) }
 
 func bucketsTable(bs []client.Bucket) render.Table {
 	t := render.Table{Columns: []render.Column{

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/sluicehq/sluice/internal/client"
 	"github.com/sluicehq/sluice/internal/render"
@@ -54,10 +55,17 @@ func topCommand() command {
 				if err != nil {
 					return err
 				}
-				t := render.Table{Columns: []render.Column{{Name: "rank", Right: true}, {Name: "device"}, {Name: *by, Right: true},
-					{Name: "count", Right: true}, {Name: "mean", Right: true}, {Name: "max", Right: true}}}
+				// The ranked column is marked with a star in a text table.
+				cols := []render.Column{{Name: "rank", Right: true}, {Name: "device"}, {Name: "count", Right: true},
+					{Name: "mean", Right: true}, {Name: "max", Right: true}}
+				for i := range cols {
+					if cols[i].Name == *by {
+						cols[i].Title = strings.ToUpper(*by) + "*"
+					}
+				}
+				t := render.Table{Columns: cols}
 				for i, d := range tl.Devices {
-					t.Rows = append(t.Rows, []string{strconv.Itoa(i + 1), d.Device, num(d.Value), strconv.FormatUint(d.Count, 10),
+					t.Rows = append(t.Rows, []string{strconv.Itoa(i + 1), d.Device, strconv.FormatUint(d.Count, 10),
 						strconv.FormatFloat(d.Mean, 'f', 3, 64), num(d.Max)})
 				}
 				switch f {

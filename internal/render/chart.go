@@ -32,12 +32,9 @@ func Chart(w io.Writer, title string, labels []string, values []float64, width, 
 	if math.IsInf(lo, 1) { // every value is NaN
 		lo, hi = 0, 0
 	}
-	// Bars start at zero when every value is positive, so that their
-	// heights compare; otherwise at the lowest value.
+	// The scale spans the values shown, lowest to highest, so that a small
+	// change of a large value is still visible.
 	base := lo
-	if lo > 0 {
-		base = 0
-	}
 	span := hi - base
 	top, bottom := formatAxis(hi), formatAxis(base)
 	axis := max(utf8.RuneCountInString(top), utf8.RuneCountInString(bottom))

@@ -17,8 +17,8 @@ func TestChart(t *testing.T) {
 		{
 			name: "rising", values: []float64{1, 2, 3, 4}, width: 10, height: 2,
 			want: "T\n" +
-				"4 ┤  ▄█\n" +
-				"0 ┤▄███\n" +
+				"4 ┤  ▃█\n" +
+				"1 ┤▁▅██\n" +
 				"   └───\n" +
 				"   a  d\n",
 		},
@@ -32,7 +32,7 @@ func TestChart(t *testing.T) {
 		{
 			name: "more values than columns are averaged", values: []float64{0, 2, 4, 4}, width: 2, height: 1,
 			want: "T\n" +
-				"4 ┤▂█\n" +
+				"4 ┤▁█\n" +
 				"   └─\n" +
 				"   a  d\n",
 		},
