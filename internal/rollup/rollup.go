@@ -117,8 +117,9 @@ func Aggregate(key Key, points []Point) Row {
 type Config struct {
 	// AllowedLateness is how long after a minute ends its window stays open.
 	AllowedLateness time.Duration
-	// KeepClosed is how long after closing an emitted window is kept, so that
-	// a late row re-emits the whole window instead of starting a new part.
+	// KeepClosed is how long a closed, emitted window is kept after its last
+	// point arrived, so that a late row re-emits the whole window instead of
+	// starting a new part.
 	KeepClosed time.Duration
 	// MaxWindows bounds the windows held. Beyond it the oldest emitted
 	// windows are dropped first, then the oldest open ones are emitted early
@@ -145,6 +146,7 @@ func (c Config) Validate(prefix string) error {
 
 type window struct {
 	part    uint64
+	touched int64 // when a point last reached the window (ms, processing time)
 	points  []Point
 	emitted bool // a version was emitted
 	dirty   bool // points changed since the last emission
@@ -200,6 +202,7 @@ func (a *Aggregator) Add(now time.Time, tenant, device string, rows []model.Read
 		if k.Minute+MinuteMillis <= wm {
 			a.stats.Late++
 		}
+		w.touched = now.UnixMilli()
 		p := Point{TS: r.TS, Value: r.Value}
 		n := len(w.points)
 		switch {
@@ -245,7 +248,10 @@ func (a *Aggregator) emit(now time.Time, k Key, w *window, out []Row) []Row {
 // Rows come out ordered by key.
 func (a *Aggregator) Advance(now time.Time) []Row {
 	wm := a.watermark(now)
-	drop := now.Add(-a.cfg.AllowedLateness - a.cfg.KeepClosed).UnixMilli()
+	// An emitted window is kept until KeepClosed passed without a new point:
+	// measured in processing time, so that a backfill of old data still
+	// gathers each minute in one part.
+	drop := now.Add(-a.cfg.KeepClosed).UnixMilli()
 	var out []Row
 	for k, w := range a.windows {
 		end := k.Minute + MinuteMillis
@@ -255,7 +261,7 @@ func (a *Aggregator) Advance(now time.Time) []Row {
 		if w.dirty {
 			out = a.emit(now, k, w, out)
 		}
-		if end <= drop {
+		if w.touched <= drop {
 			delete(a.windows, k)
 		}
 	}
