@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,10 +61,17 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	for i, t := range cfg.Auth.Tokens {
 		tokens[i] = server.Token{Token: t.Token, Tenant: t.Tenant}
 	}
+	var stopping atomic.Bool // readiness: false once shutdown begins
 	h := server.Handler(tokens, server.Routes{
 		PostReadings: ingest.Readings, PostAudit: ingest.Audit,
 		GetReadings: read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		Ready: func() error {
+			if stopping.Load() {
+				return errors.New("shutting down")
+			}
+			return nil
+		},
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
@@ -89,6 +97,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	var runErr error
 	select {
 	case <-ctx.Done():
+		stopping.Store(true)
 		logger.Info("shutting down: stop accepting requests, finish those in progress")
 	case err := <-serveErr:
 		runErr = fmt.Errorf("http server: %w", err)
