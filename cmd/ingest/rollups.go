@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,12 +14,13 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chstore"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/outbox"
+	"github.com/sluicehq/sluice/internal/reader"
 	"github.com/sluicehq/sluice/internal/rollupapi"
 	"github.com/sluicehq/sluice/internal/rollupfeed"
 	"github.com/sluicehq/sluice/internal/rollupstore"
 	"github.com/sluicehq/sluice/internal/sink"
-	"github.com/sluicehq/sluice/internal/store/pebblestore"
 )
 
 // rollups is the running rollup pipeline of a gateway: the feed on the
@@ -35,7 +37,19 @@ type rollups struct {
 	timeout time.Duration
 }
 
-func startRollups(cfg config.Config, raw *pebblestore.Store, logger *slog.Logger, reg prometheus.Registerer) (*rollups, error) {
+// noSeries is a raw store that cannot list a day's devices: rebuild then
+// needs --device, and verify is refused.
+type noSeries struct{ reader.Store }
+
+func (noSeries) Series(context.Context, string, model.Kind, model.Day) ([]string, error) {
+	return nil, errors.New("this store backend cannot list the devices of a day: give --device (verify is not available)")
+}
+
+func startRollups(cfg config.Config, st reader.Store, logger *slog.Logger, reg prometheus.Registerer) (*rollups, error) {
+	raw, ok := st.(rollupfeed.Raw)
+	if !ok {
+		raw = noSeries{st}
+	}
 	if !cfg.Rollups.Enabled {
 		logger.Info("rollups disabled (rollups.enabled: false)")
 		return nil, nil

@@ -165,12 +165,12 @@ func (s *Store) ServerVersion(ctx context.Context) (major, minor int, err error)
 func parseVersion(text string) (int, int, error) {
 	parts := strings.SplitN(text, ".", 3)
 	if len(parts) < 2 {
-		return 0, 0, fmt.Errorf("clickhouse version %q: want MAJOR.MINOR...", text)
+		return 0, 0, fmt.Errorf("clickhouse version %q: want MAJOR.MINOR.PATCH", text)
 	}
 	major, err1 := strconv.Atoi(parts[0])
 	minor, err2 := strconv.Atoi(parts[1])
 	if err1 != nil || err2 != nil || major < 1 {
-		return 0, 0, fmt.Errorf("clickhouse version %q: want MAJOR.MINOR...", text)
+		return 0, 0, fmt.Errorf("clickhouse version %q: want MAJOR.MINOR.PATCH", text)
 	}
 	return major, minor, nil
 }

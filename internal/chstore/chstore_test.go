@@ -9,8 +9,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
