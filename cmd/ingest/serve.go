@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,7 +51,12 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		}
 	}()
 
-	sk := sink.New(cfg.Sink, cfg.Buckets, st, logger.With("component", "sink"), reg)
+	ru, err := startRollups(cfg, st, logger.With("component", "rollups"), reg)
+	if err != nil {
+		return err
+	}
+	defer ru.close() // deferred after st.Close, so it runs first
+	sk := sink.New(cfg.Sink, cfg.Buckets, st, logger.With("component", "sink"), reg, ru.sinkOptions()...)
 	ingest := httpingest.New(httpingest.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxDecompressedBytes: cfg.HTTP.MaxDecompressedBytes, Limits: cfg.Limits.Decode(),
 	}, sk, time.Now, logger.With("component", "http"), reg)
@@ -60,10 +66,18 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	for i, t := range cfg.Auth.Tokens {
 		tokens[i] = server.Token{Token: t.Token, Tenant: t.Tenant}
 	}
+	var stopping atomic.Bool // readiness: false once shutdown begins
 	h := server.Handler(tokens, server.Routes{
 		PostReadings: ingest.Readings, PostAudit: ingest.Audit,
 		GetReadings: read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		Extra:   ru.routes(),
+		Ready: func() error {
+			if stopping.Load() {
+				return errors.New("shutting down")
+			}
+			return nil
+		},
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
@@ -89,6 +103,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	var runErr error
 	select {
 	case <-ctx.Done():
+		stopping.Store(true)
 		logger.Info("shutting down: stop accepting requests, finish those in progress")
 	case err := <-serveErr:
 		runErr = fmt.Errorf("http server: %w", err)

@@ -20,20 +20,22 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/rollupfeed"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
 )
 
 // Config is the whole gateway configuration.
 type Config struct {
-	DataDir string         `mapstructure:"data_dir"`
-	HTTP    HTTP           `mapstructure:"http"`
-	Auth    Auth           `mapstructure:"auth"`
-	Limits  Limits         `mapstructure:"limits"`
-	Buckets buckets.Config `mapstructure:"buckets"`
-	Sink    sink.Config    `mapstructure:"sink"`
-	Store   Store          `mapstructure:"store"`
-	Log     Log            `mapstructure:"log"`
+	DataDir string            `mapstructure:"data_dir"`
+	HTTP    HTTP              `mapstructure:"http"`
+	Auth    Auth              `mapstructure:"auth"`
+	Limits  Limits            `mapstructure:"limits"`
+	Buckets buckets.Config    `mapstructure:"buckets"`
+	Sink    sink.Config       `mapstructure:"sink"`
+	Store   Store             `mapstructure:"store"`
+	Log     Log               `mapstructure:"log"`
+	Rollups rollupfeed.Config `mapstructure:"rollups"`
 }
 
 // HTTP configures the HTTP listener shared by ingest, read API and metrics.
@@ -116,6 +118,7 @@ func Default() Config {
 		Sink:    sink.DefaultConfig(),
 		Store:   Store{Backend: "pebble", Pebble: Pebble{CacheBytes: 64 << 20}, Cassandra: cqlstore.DefaultConfig()},
 		Log:     Log{Level: "info", Format: "text"},
+		Rollups: rollupfeed.DefaultConfig(),
 	}
 }
 
@@ -366,6 +369,9 @@ func (c Config) Validate() error {
 	}
 	if c.Store.Pebble.CacheBytes < 1<<20 {
 		bad("store.pebble.cache_bytes: must be at least 1048576, got %d", c.Store.Pebble.CacheBytes)
+	}
+	if err := c.Rollups.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
