@@ -18,7 +18,9 @@
 //     Config.BatchRows rows of that one partition (never a multi-partition
 //     batch); dead letters likewise per partition.
 //  3. the catalogue counts, and the audit id index: both only after the rows
-//     they describe are stored. A reader that finds a catalogue entry finds
+//     they describe are stored. An entry this process wrote in full before,
+//     whose state and closed flag did not change, is updated with its
+//     counts and range only. A reader that finds a catalogue entry finds
 //     the rows it counts; an audit id that is seen has its event stored, so
 //     a retry of an event whose write failed is never taken for a duplicate.
 //
