@@ -24,7 +24,10 @@ package main
 // Then SLUICE_BENCH_ROUNDS rounds (default 5) run the two alternately, as
 // sub-benchmarks 1/gateway, 1/limit, 2/gateway, …, so that each pair sees
 // the node and the machine in nearly the same state. (-count would repeat
-// one side before the other.) SLUICE_BENCH_METRICS=1 logs the gateway's
+// one side before the other.) SLUICE_BENCH_DEVICES (default 10,000) spreads
+// the readings over fewer devices: more rows per partition per request, so
+// fewer partitions and catalogue entries per row. SLUICE_BENCH_METRICS=1
+// logs the gateway's
 // Cassandra requests by kind. Cassandra comes from SLUICE_TEST_CASSANDRA
 // (default 127.0.0.1:9042); the keyspace is created once per process and
 // dropped at its end.
@@ -133,7 +136,15 @@ func BenchmarkHTTPCassandra(b *testing.B) {
 		}
 		rounds = n
 	}
-	reqs, bodies := benchData()
+	devices := benchDevices
+	if v := os.Getenv("SLUICE_BENCH_DEVICES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("SLUICE_BENCH_DEVICES: want a positive integer, got %q", v)
+		}
+		devices = n
+	}
+	reqs, bodies := benchDataOf(devices)
 	cfg := benchCassandraConfig(b)
 	gw := startBenchGateway(b, cfg)
 	defer gw.stop(b)
@@ -159,8 +170,7 @@ func BenchmarkHTTPCassandra(b *testing.B) {
 	close(warm)
 	wg.Wait()
 	if os.Getenv("SLUICE_BENCH_METRICS") != "" {
-		b.Log("after warm-up:")
-		gw.logRequestCounts(b)
+		gw.logRequestCounts(b, "after warm-up")
 	}
 
 	for r := 1; r <= rounds; r++ {
@@ -172,8 +182,7 @@ func BenchmarkHTTPCassandra(b *testing.B) {
 		})
 	}
 	if os.Getenv("SLUICE_BENCH_METRICS") != "" {
-		b.Log("at the end:")
-		gw.logRequestCounts(b)
+		gw.logRequestCounts(b, "at the end")
 	}
 }
 
@@ -186,6 +195,7 @@ type benchGateway struct {
 }
 
 func startBenchGateway(b *testing.B, cfg config.Config) *benchGateway {
+	cfg.DataDir = b.TempDir() // what the gateway keeps locally besides the store (rollup outbox)
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.Auth.Tokens = []config.Token{{Token: "bench-token", Tenant: fmt.Sprintf("bench%d", benchTenants.Add(1))}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -307,7 +317,7 @@ func (l *benchLimit) write(b *testing.B, rs []benchReading) {
 
 // logRequestCounts logs how many Cassandra requests of each kind the
 // gateway sent (SLUICE_BENCH_METRICS=1), to compare with the limit's.
-func (g *benchGateway) logRequestCounts(b *testing.B) {
+func (g *benchGateway) logRequestCounts(b *testing.B, when string) {
 	resp, err := g.hc.Get(g.base + "/metrics")
 	if err != nil {
 		b.Log(err)
@@ -317,7 +327,7 @@ func (g *benchGateway) logRequestCounts(b *testing.B) {
 	resp.Body.Close()
 	for l := range strings.SplitSeq(string(m), "\n") {
 		if strings.HasPrefix(l, "sluice_cassandra_request_seconds_count") || strings.HasPrefix(l, "sluice_sink_commits_total") {
-			b.Log(l)
+			fmt.Fprintf(os.Stderr, "%s: %s: %s\n", b.Name(), when, l)
 		}
 	}
 }

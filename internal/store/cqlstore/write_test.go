@@ -134,3 +134,47 @@ func TestVersionOrdersCommits(t *testing.T) {
 	}
 	check(4, closing.Catalogue[0])
 }
+
+// TestConcurrentCommitsOneCatalogueEntry commits many batches of one
+// partition at once, in an order unrelated to their versions, as the sink's
+// committers may: their catalogue entries are coalesced into shared writes,
+// and the entry left is the one of the greatest version.
+func TestConcurrentCommitsOneCatalogueEntry(t *testing.T) {
+	st := openStore(t, nil)
+	tenant := unique(t)
+	day := model.Day(20_502)
+	pk := model.PartitionKey{Kind: model.KindReadings, Tenant: tenant, Series: "pump", Day: day, Sub: 0}
+	const n = 24
+	batches := make([]*store.Batch, n)
+	for i := range batches {
+		ts := day.Start() + int64(i)
+		batches[i] = &store.Batch{
+			Partitions: []store.PartitionWrite{{Key: pk, Readings: []model.ReadingRow{{TS: ts, Metric: "m", Value: float64(i)}}}},
+			Catalogue:  []model.PartitionInfo{{Key: pk, Rows: int64(i + 1), Bytes: int64(10 * (i + 1)), MinTS: day.Start(), MaxTS: ts, State: "single", Closed: i == n-1}},
+			Version:    st.Version(),
+		}
+	}
+	errs := make(chan error, n)
+	for _, i := range []int{5, 23, 0, 17, 9, 2, 21, 14, 7, 19, 11, 1, 22, 4, 16, 8, 20, 3, 13, 6, 18, 10, 15, 12} {
+		go func() { errs <- st.Commit(t.Context(), batches[i]) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	cat, err := st.Catalogue(t.Context(), pk.SeriesDay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(batches[n-1].Catalogue, cat); diff != "" {
+		t.Errorf("catalogue (-want +got):\n%s", diff)
+	}
+	rows, err := st.ScanReadings(t.Context(), pk, store.Range{From: day.Start(), To: day.End()}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != n {
+		t.Errorf("read back %d rows, want %d", len(rows), n)
+	}
+}
