@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/retention"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
 )
@@ -34,6 +35,8 @@ type Config struct {
 	Sink    sink.Config    `mapstructure:"sink"`
 	Store   Store          `mapstructure:"store"`
 	Log     Log            `mapstructure:"log"`
+
+	Retention retention.Config `mapstructure:"retention"`
 }
 
 // HTTP configures the HTTP listener shared by ingest, read API and metrics.
@@ -116,6 +119,8 @@ func Default() Config {
 		Sink:    sink.DefaultConfig(),
 		Store:   Store{Backend: "pebble", Pebble: Pebble{CacheBytes: 64 << 20}, Cassandra: cqlstore.DefaultConfig()},
 		Log:     Log{Level: "info", Format: "text"},
+
+		Retention: retention.DefaultConfig(),
 	}
 }
 
@@ -173,7 +178,8 @@ func Load(file string, env []string) (Config, string, error) {
 	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
 		dc.ErrorUnused = true
 		dc.WeaklyTypedInput = true
-		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(tokensHook, mapstructure.StringToTimeDurationHookFunc())
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(tokensHook, mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.TextUnmarshallerHookFunc()) // retention.Duration: 30d, 2y
 	})
 	if err != nil {
 		return Config{}, file, fmt.Errorf("config: %w", err)
@@ -263,8 +269,8 @@ func checkUnknown(v *viper.Viper, def Config) error {
 		if _, ok := known[k]; ok {
 			continue
 		}
-		if strings.HasPrefix(k, "auth.tokens") {
-			continue
+		if strings.HasPrefix(k, "auth.tokens") || strings.HasPrefix(k, "retention.tenants.") {
+			continue // lists and maps: their entries are checked when decoded
 		}
 		errs = append(errs, fmt.Errorf("%s: unknown setting", k))
 	}
@@ -366,6 +372,9 @@ func (c Config) Validate() error {
 	}
 	if c.Store.Pebble.CacheBytes < 1<<20 {
 		bad("store.pebble.cache_bytes: must be at least 1048576, got %d", c.Store.Pebble.CacheBytes)
+	}
+	if err := c.Retention.Validate(retention.Bound{Key: "limits.max_future", D: c.Limits.MaxFuture}); err != nil {
+		errs = append(errs, err)
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
