@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpingest"
 	"github.com/sluicehq/sluice/internal/readapi"
+	"github.com/sluicehq/sluice/internal/retention"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/internal/sink"
 )
@@ -50,11 +51,18 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		}
 	}()
 
+	stopRetention, err := startRetention(ctx, cfg, st, logger.With("component", "retention"), reg)
+	if err != nil {
+		return err
+	}
+	defer stopRetention() // before the store closes
+
 	sk := sink.New(cfg.Sink, cfg.Buckets, st, logger.With("component", "sink"), reg)
 	ingest := httpingest.New(httpingest.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxDecompressedBytes: cfg.HTTP.MaxDecompressedBytes, Limits: cfg.Limits.Decode(),
+		Horizon: horizon(cfg.Retention),
 	}, sk, time.Now, logger.With("component", "http"), reg)
-	read := readapi.New(st, time.Now, logger.With("component", "read"))
+	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"))
 
 	tokens := make([]server.Token, len(cfg.Auth.Tokens))
 	for i, t := range cfg.Auth.Tokens {

@@ -85,8 +85,8 @@ type BucketKind uint8
 
 // The kinds of data that expire.
 const (
-	BucketReadings    = BucketKind(model.KindReadings)
-	BucketAudit       = BucketKind(model.KindAudit)
+	BucketReadings               = BucketKind(model.KindReadings)
+	BucketAudit                  = BucketKind(model.KindAudit)
 	BucketDeadLetters BucketKind = 3
 	BucketRollups     BucketKind = 4
 )
