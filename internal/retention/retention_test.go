@@ -106,7 +106,7 @@ func TestPlan(t *testing.T) {
 		{name: "a day partly past the horizon is kept", now: midnight.Add(12 * time.Hour),
 			in: []store.Bucket{b(store.BucketReadings, "acme", "2026-01-30")}},
 		{name: "per-tenant override", now: midnight,
-			in: []store.Bucket{b(store.BucketReadings, "short", "2026-02-21"), b(store.BucketReadings, "short", "2026-02-22"), b(store.BucketAudit, "short", "2026-02-01")},
+			in:   []store.Bucket{b(store.BucketReadings, "short", "2026-02-21"), b(store.BucketReadings, "short", "2026-02-22"), b(store.BucketAudit, "short", "2026-02-01")},
 			want: []store.Bucket{b(store.BucketReadings, "short", "2026-02-21")}},
 		{name: "kinds have their own policies", now: midnight,
 			in:   []store.Bucket{b(store.BucketAudit, "acme", "2025-01-24"), b(store.BucketAudit, "acme", "2025-01-25"), b(store.BucketDeadLetters, "acme", "2026-01-29")},
