@@ -41,7 +41,8 @@ const usage = `Usage: ingest [command] [--config FILE] [--migrate]
 Commands:
   serve          run the gateway (the default); --migrate creates the
                  Cassandra schema first
-  migrate        create the Cassandra keyspace and tables if missing (idempotent)
+  migrate        create the Cassandra keyspace and tables, and the ClickHouse
+                 rollup tables (rollups.clickhouse.addr), if missing (idempotent)
   check-config   load and validate the configuration, print it, and exit
   retention run  drop expired day buckets now [--dry-run] [--tenant T]
 
@@ -83,10 +84,17 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) erro
 			if err := migrate(ctx, cfg, logger); err != nil {
 				return err
 			}
+			if err := migrateRollups(ctx, cfg, stdout, logger); err != nil {
+				return err
+			}
 		}
 		return serve(ctx, cfg, file, logger, nil)
 	case "migrate":
-		return migrate(ctx, cfg, newLogger(cfg.Log, stderr))
+		logger := newLogger(cfg.Log, stderr)
+		if err := migrate(ctx, cfg, logger); err != nil {
+			return err
+		}
+		return migrateRollups(ctx, cfg, stdout, logger)
 	case "check-config":
 		if file == "" {
 			file = "(built-in defaults)"

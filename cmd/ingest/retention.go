@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/chstore"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/retention"
@@ -27,27 +28,40 @@ func horizon(cfg retention.Config) func(model.Kind, string, time.Time) time.Time
 	}
 }
 
-// retentionStores are the stores a sweep covers. The raw-data backends
-// implement retention.Store; the ClickHouse rollup store joins here once
-// it implements it too.
-func retentionStores(st backend) ([]retention.Store, error) {
+// retentionStores are the stores a sweep covers: the raw-data backend and,
+// when rollups go to ClickHouse, the rollup table. (The embedded rollup
+// store is keyed tenant first, so it has no day ranges to drop: its rollups
+// are not expired yet.)
+func retentionStores(st backend, ch *chstore.Store) ([]retention.Store, error) {
 	rs, ok := st.(retention.Store)
 	if !ok {
 		return nil, fmt.Errorf("store %T cannot drop buckets", st)
 	}
-	return []retention.Store{rs}, nil
+	out := []retention.Store{rs}
+	if ch != nil {
+		out = append(out, ch)
+	}
+	return out, nil
+}
+
+// clickhouse is the ClickHouse rollup store the gateway writes, or nil.
+func (r *rollups) clickhouse() *chstore.Store {
+	if r == nil {
+		return nil
+	}
+	return r.ch
 }
 
 // startRetention runs the sweeper in the background when retention.enabled
 // is set. The returned function stops it and waits for the sweep in
 // progress to end (each step of a sweep is idempotent, so stopping midway
 // is safe); call it before closing the store.
-func startRetention(ctx context.Context, cfg config.Config, st backend, logger *slog.Logger, reg prometheus.Registerer) (func(), error) {
+func startRetention(ctx context.Context, cfg config.Config, st backend, ch *chstore.Store, logger *slog.Logger, reg prometheus.Registerer) (func(), error) {
 	if !cfg.Retention.Enabled {
 		logger.Info("retention sweeper disabled (retention.enabled: false)")
 		return func() {}, nil
 	}
-	stores, err := retentionStores(st)
+	stores, err := retentionStores(st, ch)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +129,14 @@ func retentionCmd(ctx context.Context, args, env []string, stdout, stderr io.Wri
 			logger.Error("close store", "err", err)
 		}
 	}()
-	stores, err := retentionStores(st)
+	var ch *chstore.Store
+	if cfg.Rollups.Enabled && cfg.Rollups.ClickHouse.Addr != "" {
+		if ch, err = chstore.Open(cfg.Rollups.ClickHouse, logger); err != nil {
+			return err
+		}
+		defer ch.Close()
+	}
+	stores, err := retentionStores(st, ch)
 	if err != nil {
 		return err
 	}

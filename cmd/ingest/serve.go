@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,13 +52,17 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		}
 	}()
 
-	stopRetention, err := startRetention(ctx, cfg, st, logger.With("component", "retention"), reg)
+	ru, err := startRollups(cfg, st, logger.With("component", "rollups"), reg)
 	if err != nil {
 		return err
 	}
-	defer stopRetention() // before the store closes
-
-	sk := sink.New(cfg.Sink, cfg.Buckets, st, logger.With("component", "sink"), reg)
+	defer ru.close() // deferred after st.Close, so it runs first
+	stopRetention, err := startRetention(ctx, cfg, st, ru.clickhouse(), logger.With("component", "retention"), reg)
+	if err != nil {
+		return err
+	}
+	defer stopRetention() // before the rollup and raw stores close
+	sk := sink.New(cfg.Sink, cfg.Buckets, st, logger.With("component", "sink"), reg, ru.sinkOptions()...)
 	ingest := httpingest.New(httpingest.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxDecompressedBytes: cfg.HTTP.MaxDecompressedBytes, Limits: cfg.Limits.Decode(),
 		Horizon: horizon(cfg.Retention),
@@ -68,10 +73,18 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	for i, t := range cfg.Auth.Tokens {
 		tokens[i] = server.Token{Token: t.Token, Tenant: t.Tenant}
 	}
+	var stopping atomic.Bool // readiness: false once shutdown begins
 	h := server.Handler(tokens, server.Routes{
 		PostReadings: ingest.Readings, PostAudit: ingest.Audit,
 		GetReadings: read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		Extra:   ru.routes(),
+		Ready: func() error {
+			if stopping.Load() {
+				return errors.New("shutting down")
+			}
+			return nil
+		},
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
@@ -97,6 +110,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	var runErr error
 	select {
 	case <-ctx.Done():
+		stopping.Store(true)
 		logger.Info("shutting down: stop accepting requests, finish those in progress")
 	case err := <-serveErr:
 		runErr = fmt.Errorf("http server: %w", err)

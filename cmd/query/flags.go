@@ -45,7 +45,7 @@ func (fs *flagSet) parse(args []string) (exec func(ctx context.Context) error, h
 		}
 		return nil, false, fs.usagef("%v", err)
 	}
-	if fs.NArg() > 0 {
+	if fs.NArg() > 0 && !fs.cmd.args {
 		return nil, false, fs.usagef("unexpected argument %q (all arguments are flags)", fs.Arg(0))
 	}
 	fs.set = make(map[string]bool)

@@ -58,6 +58,8 @@ type command struct {
 	summary  string // one line, for the command list
 	about    string // a paragraph for the command's own help; optional
 	examples []string
+	// args: the command takes positional arguments (query sql "SELECT …").
+	args bool
 	// flags registers the command's flags on fs and returns the function
 	// that runs it once fs has been parsed.
 	flags func(fs *flagSet, e *env) func(ctx context.Context) error
@@ -69,6 +71,11 @@ func commands() []command {
 		readingsCommand(),
 		auditCommand(),
 		partitionsCommand(),
+		rollupsCommand(),
+		rollupsRebuildCommand(),
+		rollupsVerifyCommand(),
+		topCommand(),
+		sqlCommand(),
 	}
 }
 
@@ -102,6 +109,11 @@ func dispatch(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	cmd, ok := lookup(name)
+	if len(rest) > 0 { // two-word commands: query rollups rebuild …
+		if sub, found := lookup(name + " " + rest[0]); found {
+			cmd, ok, rest = sub, true, rest[1:]
+		}
+	}
 	if !ok {
 		if strings.HasPrefix(name, "-") {
 			return &usageError{err: fmt.Errorf("flags go after the command: query <command> %s …", name)}
@@ -166,9 +178,9 @@ Usage:
 Commands:
 `)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "  %-12s %s\n", "help", "show this help, or a command's: query help <command>")
+	fmt.Fprintf(w, "  %-16s %s\n", "help", "show this help, or a command's: query help <command>")
 	fmt.Fprint(w, `
 Flags every command takes:
   --url URL        gateway address (env SLUICE_URL; default `+defaultURL+`)

@@ -21,20 +21,22 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/retention"
+	"github.com/sluicehq/sluice/internal/rollupfeed"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
 )
 
 // Config is the whole gateway configuration.
 type Config struct {
-	DataDir string         `mapstructure:"data_dir"`
-	HTTP    HTTP           `mapstructure:"http"`
-	Auth    Auth           `mapstructure:"auth"`
-	Limits  Limits         `mapstructure:"limits"`
-	Buckets buckets.Config `mapstructure:"buckets"`
-	Sink    sink.Config    `mapstructure:"sink"`
-	Store   Store          `mapstructure:"store"`
-	Log     Log            `mapstructure:"log"`
+	DataDir string            `mapstructure:"data_dir"`
+	HTTP    HTTP              `mapstructure:"http"`
+	Auth    Auth              `mapstructure:"auth"`
+	Limits  Limits            `mapstructure:"limits"`
+	Buckets buckets.Config    `mapstructure:"buckets"`
+	Sink    sink.Config       `mapstructure:"sink"`
+	Store   Store             `mapstructure:"store"`
+	Log     Log               `mapstructure:"log"`
+	Rollups rollupfeed.Config `mapstructure:"rollups"`
 
 	Retention retention.Config `mapstructure:"retention"`
 }
@@ -119,6 +121,7 @@ func Default() Config {
 		Sink:    sink.DefaultConfig(),
 		Store:   Store{Backend: "pebble", Pebble: Pebble{CacheBytes: 64 << 20}, Cassandra: cqlstore.DefaultConfig()},
 		Log:     Log{Level: "info", Format: "text"},
+		Rollups: rollupfeed.DefaultConfig(),
 
 		Retention: retention.DefaultConfig(),
 	}
@@ -373,7 +376,11 @@ func (c Config) Validate() error {
 	if c.Store.Pebble.CacheBytes < 1<<20 {
 		bad("store.pebble.cache_bytes: must be at least 1048576, got %d", c.Store.Pebble.CacheBytes)
 	}
-	if err := c.Retention.Validate(retention.Bound{Key: "limits.max_future", D: c.Limits.MaxFuture}); err != nil {
+	if err := c.Rollups.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Retention.Validate(retention.Bound{Key: "limits.max_future", D: c.Limits.MaxFuture},
+		retention.Bound{Key: "rollups.allowed_lateness", D: c.Rollups.AllowedLateness}); err != nil {
 		errs = append(errs, err)
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {

@@ -65,11 +65,18 @@ type cursor struct {
 	Kind   string `json:"k"`
 	Series string `json:"s"`
 	TS     int64  `json:"t"`
-	Key    string `json:"p"`
+	Key    string `json:"p,omitempty"`
+	// End means "after every key of TS" (lastKey, which is not valid UTF-8
+	// and so cannot travel as a JSON string).
+	End bool `json:"e,omitempty"`
 }
 
 func encodeCursor(kind model.Kind, series string, pos store.Pos) string {
-	b, _ := json.Marshal(cursor{V: 1, Kind: kind.String(), Series: series, TS: pos.TS, Key: pos.Key})
+	c := cursor{V: 1, Kind: kind.String(), Series: series, TS: pos.TS, Key: pos.Key}
+	if pos.Key == lastKey {
+		c.Key, c.End = "", true
+	}
+	b, _ := json.Marshal(c)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -87,6 +94,9 @@ func decodeCursor(s string, kind model.Kind, series string) (*store.Pos, error) 
 	}
 	if c.Kind != kind.String() || c.Series != series {
 		return nil, fmt.Errorf("%w: it belongs to a read of %s %q", ErrBadCursor, c.Kind, c.Series)
+	}
+	if c.End {
+		c.Key = lastKey
 	}
 	return &store.Pos{TS: c.TS, Key: c.Key}, nil
 }

@@ -159,10 +159,25 @@ type Sink struct {
 	commitsWG sync.WaitGroup // committers running
 	pendingWG sync.WaitGroup // batches handed to committers and not finished
 	done      chan struct{}
+	onCommit  func(*store.Batch) // see WithOnCommit; nil when unset
+}
+
+// Option adds optional behaviour to a Sink.
+type Option func(*Sink)
+
+// WithOnCommit calls fn with every batch once it is durable, from the
+// committer goroutine, after the batch's requests were answered. fn must not
+// block (hand the batch to a bounded queue) and must not modify the batch; it
+// may keep it, the sink never touches a committed batch again. Batches of
+// concurrent committers may reach fn concurrently and out of order. A batch
+// whose commit failed is never passed. Rollups are computed this way, so
+// they only ever count rows that are durable.
+func WithOnCommit(fn func(*store.Batch)) Option {
+	return func(s *Sink) { s.onCommit = fn }
 }
 
 // New starts a sink writing to st.
-func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg prometheus.Registerer) *Sink {
+func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg prometheus.Registerer, opts ...Option) *Sink {
 	s := &Sink{
 		cfg:       cfg,
 		st:        st,
@@ -175,6 +190,9 @@ func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg pro
 		catalogue: make(map[model.PartitionKey]*batch),
 		commits:   make(chan *batch),
 		done:      make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	for range cfg.Commits {
 		s.commitsWG.Go(s.committer)
@@ -548,6 +566,9 @@ func (s *Sink) committer() {
 		close(bt.done)
 		for _, p := range bt.waiters {
 			s.finish(p, dupResult(p, err))
+		}
+		if err == nil && s.onCommit != nil {
+			s.onCommit(&bt.b)
 		}
 		s.pendingWG.Done()
 	}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/chstore"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/outbox"
+	"github.com/sluicehq/sluice/internal/reader"
+	"github.com/sluicehq/sluice/internal/rollupapi"
+	"github.com/sluicehq/sluice/internal/rollupfeed"
+	"github.com/sluicehq/sluice/internal/rollupstore"
+	"github.com/sluicehq/sluice/internal/sink"
+)
+
+// rollups is the running rollup pipeline of a gateway: the feed on the
+// sink's commit hook, its outbox, and the backend it ships to and the
+// rollup endpoints read from. A nil *rollups (rollups.enabled: false) does
+// nothing.
+type rollups struct {
+	feed    *rollupfeed.Feed
+	ob      *outbox.Outbox
+	ch      *chstore.Store
+	emb     *rollupstore.Store
+	api     *rollupapi.Handler
+	logger  *slog.Logger
+	timeout time.Duration
+}
+
+// noSeries is a raw store that cannot list a day's devices: rebuild then
+// needs --device, and verify is refused.
+type noSeries struct{ reader.Store }
+
+func (noSeries) Series(context.Context, string, model.Kind, model.Day) ([]string, error) {
+	return nil, errors.New("this store backend cannot list the devices of a day: give --device (verify is not available)")
+}
+
+func startRollups(cfg config.Config, st reader.Store, logger *slog.Logger, reg prometheus.Registerer) (*rollups, error) {
+	raw, ok := st.(rollupfeed.Raw)
+	if !ok {
+		raw = noSeries{st}
+	}
+	if !cfg.Rollups.Enabled {
+		logger.Info("rollups disabled (rollups.enabled: false)")
+		return nil, nil
+	}
+	r := &rollups{logger: logger, timeout: cfg.HTTP.ShutdownTimeout}
+	var dst rollupapi.Backend
+	backend := "embedded"
+	if cfg.Rollups.ClickHouse.Addr != "" {
+		ch, err := chstore.Open(cfg.Rollups.ClickHouse, logger)
+		if err != nil {
+			return nil, err
+		}
+		r.ch, dst, backend = ch, ch, "clickhouse"
+	} else {
+		emb, err := rollupstore.Open(filepath.Join(cfg.DataDir, "rollups"), logger)
+		if err != nil {
+			return nil, err
+		}
+		r.emb, dst = emb, emb
+	}
+	ob, err := outbox.Open(filepath.Join(cfg.DataDir, "outbox"), cfg.Rollups.OutboxMaxBytes, logger)
+	if err != nil {
+		r.closeBackend()
+		return nil, err
+	}
+	r.ob = ob
+	if days, err := ob.Dirty(); err == nil && len(days) > 0 {
+		logger.Warn("rollups of these days are incomplete; run `query rollups rebuild` for them", "days", fmt.Sprint(days))
+	}
+	r.feed = rollupfeed.New(cfg.Rollups, uint16(cfg.Buckets.Writer), ob, dst, time.Now, logger, reg)
+	r.api = rollupapi.New(raw, dst, func() rollupapi.StatusJSON {
+		d := ob.Depth()
+		st := rollupapi.StatusJSON{Backend: backend, OutboxRows: d.Rows, OutboxBytes: d.Bytes, DirtyDays: []string{}}
+		days, _ := ob.Dirty()
+		for _, day := range days {
+			st.DirtyDays = append(st.DirtyDays, day.String())
+		}
+		return st
+	}, time.Now, logger)
+	logger.Info("rollups on", "backend", backend, "clickhouse_addr", cfg.Rollups.ClickHouse.Addr, "allowed_lateness", cfg.Rollups.AllowedLateness)
+	return r, nil
+}
+
+func (r *rollups) sinkOptions() []sink.Option {
+	if r == nil {
+		return nil
+	}
+	return []sink.Option{sink.WithOnCommit(r.feed.Observe)}
+}
+
+func (r *rollups) routes() map[string]http.HandlerFunc {
+	if r == nil {
+		return nil
+	}
+	return r.api.Routes()
+}
+
+// close runs after the sink drained: it emits every window held and ships
+// what it can before the timeout; the rest stays in the outbox.
+func (r *rollups) close() {
+	if r == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	_ = r.feed.Close(ctx)
+	if err := r.ob.Close(); err != nil {
+		r.logger.Error("close rollup outbox", "err", err)
+	}
+	r.closeBackend()
+	r.logger.Info("rollups stopped")
+}
+
+func (r *rollups) closeBackend() {
+	if r.ch != nil {
+		_ = r.ch.Close()
+	}
+	if r.emb != nil {
+		_ = r.emb.Close()
+	}
+}
+
+// migrateRollups creates the ClickHouse database and table (ingest migrate).
+func migrateRollups(ctx context.Context, cfg config.Config, stdout io.Writer, logger *slog.Logger) error {
+	if !cfg.Rollups.Enabled || cfg.Rollups.ClickHouse.Addr == "" {
+		fmt.Fprintln(stdout, "rollups: no ClickHouse configured (rollups.clickhouse.addr); the embedded rollup store needs no migration")
+		return nil
+	}
+	ch, err := chstore.Open(cfg.Rollups.ClickHouse, logger)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	stmts, err := ch.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	major, minor, _ := ch.ServerVersion(ctx)
+	fmt.Fprintf(stdout, "rollups: ClickHouse %s (server %d.%d): %d statements applied, table %s ready\n",
+		cfg.Rollups.ClickHouse.Addr, major, minor, len(stmts), ch.Table())
+	return nil
+}

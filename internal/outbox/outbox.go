@@ -1,0 +1,262 @@
+// Package outbox is a bounded, durable FIFO of records waiting to be
+// delivered elsewhere: the rollup rows that wait for ClickHouse. It keeps its
+// records in a small Pebble database of its own (under data_dir/outbox), so
+// they survive a restart or a crash; Append returns only once the record is
+// synced to disk.
+//
+// The outbox is bounded by the bytes of the records it holds. When a record
+// does not fit, Append returns ErrFull and stores nothing: the caller decides
+// (the rollup feed counts the rows as dropped and marks their days dirty with
+// MarkDirty, so that an operator knows which days to rebuild). Records are
+// removed only by Ack, after the consumer delivered them, so a consumer that
+// crashes between delivery and Ack delivers them again: delivery must be
+// idempotent.
+//
+// Append and MarkDirty may be called concurrently with Peek and Ack; a
+// single consumer calls Peek and Ack.
+package outbox
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicehq/sluice/internal/model"
+)
+
+// ErrFull is returned by Append when the record would pass the size bound.
+var ErrFull = errors.New("outbox full")
+
+// Key layout: 'q' seq -> uvarint(rows) payload; 'd' day -> empty.
+const (
+	tabQueue = 'q'
+	tabDirty = 'd'
+)
+
+// Record is one appended unit.
+type Record struct {
+	Seq     uint64
+	Rows    int
+	Payload []byte
+}
+
+// Depth is what the outbox holds.
+type Depth struct {
+	Records int
+	Rows    int
+	Bytes   int64
+}
+
+// Outbox is an open outbox.
+type Outbox struct {
+	db       *pebble.DB
+	maxBytes int64
+
+	mu    sync.Mutex // guards depth and next
+	depth Depth
+	next  uint64
+}
+
+// Open opens (creating if needed) the outbox in dir, bounded to maxBytes of
+// record payload.
+func Open(dir string, maxBytes int64, logger *slog.Logger) (*Outbox, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{logger}, FormatMajorVersion: pebble.FormatNewest})
+	if err != nil {
+		return nil, fmt.Errorf("open outbox %q: %w", dir, err)
+	}
+	o := &Outbox{db: db, maxBytes: maxBytes}
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{tabQueue}, UpperBound: []byte{tabQueue + 1}})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open outbox %q: %w", dir, err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		rows, n := binary.Uvarint(it.Value())
+		if n <= 0 || len(it.Key()) != 9 {
+			_ = it.Close()
+			_ = db.Close()
+			return nil, fmt.Errorf("open outbox %q: corrupt record %x", dir, it.Key())
+		}
+		o.depth.Records++
+		o.depth.Rows += int(rows)
+		o.depth.Bytes += int64(len(it.Value()) - n)
+		o.next = binary.BigEndian.Uint64(it.Key()[1:]) + 1
+	}
+	if err := it.Close(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open outbox %q: %w", dir, err)
+	}
+	return o, nil
+}
+
+// Close closes the database; records stay on disk.
+func (o *Outbox) Close() error {
+	if err := o.db.Close(); err != nil {
+		return fmt.Errorf("close outbox: %w", err)
+	}
+	return nil
+}
+
+func queueKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{tabQueue}, seq)
+}
+
+// Append stores a record of rows rows durably, or returns ErrFull.
+func (o *Outbox) Append(payload []byte, rows int) error {
+	o.mu.Lock()
+	if o.depth.Bytes+int64(len(payload)) > o.maxBytes {
+		o.mu.Unlock()
+		return fmt.Errorf("%w: %d bytes held, bound %d, record of %d bytes", ErrFull, o.depth.Bytes, o.maxBytes, len(payload))
+	}
+	seq := o.next
+	o.next++
+	// Reserve the space now; a failed write gives it back.
+	o.depth.Records++
+	o.depth.Rows += rows
+	o.depth.Bytes += int64(len(payload))
+	o.mu.Unlock()
+
+	v := binary.AppendUvarint(make([]byte, 0, len(payload)+binary.MaxVarintLen64), uint64(rows))
+	v = append(v, payload...)
+	if err := o.db.Set(queueKey(seq), v, pebble.Sync); err != nil {
+		o.mu.Lock()
+		o.depth.Records--
+		o.depth.Rows -= rows
+		o.depth.Bytes -= int64(len(payload))
+		o.mu.Unlock()
+		return fmt.Errorf("append to outbox: %w", err)
+	}
+	return nil
+}
+
+// Peek returns the oldest records, oldest first, up to maxRows rows in
+// total but always at least one record when any is held.
+func (o *Outbox) Peek(maxRows int) ([]Record, error) {
+	it, err := o.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tabQueue}, UpperBound: []byte{tabQueue + 1}})
+	if err != nil {
+		return nil, fmt.Errorf("read outbox: %w", err)
+	}
+	var out []Record
+	rows := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n, k := binary.Uvarint(it.Value())
+		if k <= 0 {
+			_ = it.Close()
+			return nil, fmt.Errorf("read outbox: corrupt record %x", it.Key())
+		}
+		if len(out) > 0 && rows+int(n) > maxRows {
+			break
+		}
+		out = append(out, Record{Seq: binary.BigEndian.Uint64(it.Key()[1:]), Rows: int(n), Payload: append([]byte(nil), it.Value()[k:]...)})
+		rows += int(n)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("read outbox: %w", err)
+	}
+	return out, nil
+}
+
+// Ack removes records returned by Peek, once delivered.
+func (o *Outbox) Ack(recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	b := o.db.NewBatch()
+	defer b.Close()
+	for _, r := range recs {
+		if err := b.Delete(queueKey(r.Seq), nil); err != nil {
+			return fmt.Errorf("ack outbox records: %w", err)
+		}
+	}
+	// No sync: after a crash the records are delivered again, idempotently.
+	if err := o.db.Apply(b, pebble.NoSync); err != nil {
+		return fmt.Errorf("ack outbox records: %w", err)
+	}
+	o.mu.Lock()
+	for _, r := range recs {
+		o.depth.Records--
+		o.depth.Rows -= r.Rows
+		o.depth.Bytes -= int64(len(r.Payload))
+	}
+	o.mu.Unlock()
+	return nil
+}
+
+// Depth returns what the outbox holds.
+func (o *Outbox) Depth() Depth {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.depth
+}
+
+func dirtyKey(d model.Day) []byte {
+	return binary.BigEndian.AppendUint32([]byte{tabDirty}, uint32(d)^(1<<31))
+}
+
+// MarkDirty records durably that rows of these days could not be kept. It
+// works when the outbox is full: the markers are a few bytes each.
+func (o *Outbox) MarkDirty(days []model.Day) error {
+	b := o.db.NewBatch()
+	defer b.Close()
+	for _, d := range days {
+		if err := b.Set(dirtyKey(d), nil, nil); err != nil {
+			return fmt.Errorf("mark days dirty: %w", err)
+		}
+	}
+	if err := o.db.Apply(b, pebble.Sync); err != nil {
+		return fmt.Errorf("mark days dirty: %w", err)
+	}
+	return nil
+}
+
+// Dirty lists the days marked dirty, oldest first.
+func (o *Outbox) Dirty() ([]model.Day, error) {
+	it, err := o.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tabDirty}, UpperBound: []byte{tabDirty + 1}})
+	if err != nil {
+		return nil, fmt.Errorf("list dirty days: %w", err)
+	}
+	var out []model.Day
+	for ok := it.First(); ok; ok = it.Next() {
+		if k := it.Key(); len(k) == 5 {
+			out = append(out, model.Day(binary.BigEndian.Uint32(k[1:])^(1<<31)))
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("list dirty days: %w", err)
+	}
+	return out, nil
+}
+
+// ClearDirty forgets the dirty marks of days (after a rebuild of them).
+func (o *Outbox) ClearDirty(days []model.Day) error {
+	b := o.db.NewBatch()
+	defer b.Close()
+	for _, d := range days {
+		if err := b.Delete(dirtyKey(d), nil); err != nil {
+			return fmt.Errorf("clear dirty days: %w", err)
+		}
+	}
+	if err := o.db.Apply(b, pebble.Sync); err != nil {
+		return fmt.Errorf("clear dirty days: %w", err)
+	}
+	return nil
+}
+
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...), "component", "outbox")
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "outbox")
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "outbox")
+	panic(fmt.Sprintf(format, args...))
+}

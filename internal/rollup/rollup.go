@@ -1,0 +1,391 @@
+// Package rollup turns durable reading rows into per-minute aggregates. It is
+// pure: it does no I/O and never reads the clock; the caller passes the time
+// to every call that needs it.
+//
+// # Windows, watermark and versions
+//
+// A window is one (tenant, device, metric, minute). The Aggregator keeps the
+// distinct (timestamp, value) points of every window it holds, so a row that
+// reaches it twice (a client retry of a request that was already committed)
+// is counted once, and a changed value replaces the old one, as in the raw
+// store.
+//
+// The watermark is now - AllowedLateness. A window closes when the watermark
+// passes its end; Advance emits every window that closed since the last call.
+// A row that arrives for a window already emitted (a late row) makes the
+// window dirty, and the next Advance emits it again, whole, with a higher
+// version: Row.Version is the emission time in nanoseconds, made strictly
+// increasing, so a store that keeps the highest version of each row
+// (ClickHouse's ReplacingMergeTree) ends up with the latest emission no matter
+// how often an insert is retried.
+//
+// # Parts: exact totals from partial aggregates
+//
+// Every window the Aggregator holds is an instance with its own part id,
+// unique for the writer (ids start at the Aggregator's creation time in
+// nanoseconds and count up). Emitted rows are keyed by (tenant, device,
+// metric, minute, writer, part). An instance covers the points that reached
+// this Aggregator while it held the window; after the window is dropped (its
+// KeepClosed period ended, or memory ran short, or the process restarted), a
+// later row starts a new instance with a new part. Different writers
+// (gateways) and different instances therefore aggregate disjoint
+// deliveries, and the totals of a minute are the sum (count, sum), min, max,
+// earliest first and latest last over all its parts. A row delivered twice
+// to two different instances is counted twice; `query rollups verify` finds
+// such a minute and `rebuild` replaces it from the raw store.
+package rollup
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/model"
+)
+
+// MinuteMillis is the length of a window.
+const MinuteMillis = int64(time.Minute / time.Millisecond)
+
+// MinuteOf returns the start of the minute that holds ts (ms since the epoch).
+func MinuteOf(ts int64) int64 {
+	m := ts - ts%MinuteMillis
+	if ts < 0 && ts%MinuteMillis != 0 {
+		m -= MinuteMillis
+	}
+	return m
+}
+
+// Key names one window.
+type Key struct {
+	Tenant string
+	Device string
+	Metric string
+	Minute int64 // first millisecond of the minute
+}
+
+// RebuildWriter is the writer id of rows written by a rebuild from the raw
+// store. Gateways use writer ids 0..255 (buckets.writer_id).
+const RebuildWriter = math.MaxUint16
+
+// Row is one emitted partial aggregate of a window. A row with Count == 0
+// is a tombstone: it retracts an earlier version of the same row.
+type Row struct {
+	Key
+	Writer     uint16
+	Part       uint64
+	Count      uint64
+	Sum        float64
+	Min        float64
+	Max        float64
+	FirstTS    int64
+	FirstValue float64
+	LastTS     int64
+	LastValue  float64
+	Version    uint64
+}
+
+// Point is one distinct reading of a window.
+type Point struct {
+	TS    int64
+	Value float64
+}
+
+// Aggregate computes the aggregate of points sorted by TS with distinct TS.
+// Count is 0 for no points.
+func Aggregate(key Key, points []Point) Row {
+	r := Row{Key: key}
+	if len(points) == 0 {
+		return r
+	}
+	r.Count = uint64(len(points))
+	r.Min, r.Max = math.Inf(1), math.Inf(-1)
+	for _, p := range points {
+		r.Sum += p.Value
+		r.Min = min(r.Min, p.Value)
+		r.Max = max(r.Max, p.Value)
+	}
+	r.FirstTS, r.FirstValue = points[0].TS, points[0].Value
+	last := points[len(points)-1]
+	r.LastTS, r.LastValue = last.TS, last.Value
+	return r
+}
+
+// Config tunes an Aggregator.
+type Config struct {
+	// AllowedLateness is how long after a minute ends its window stays open.
+	AllowedLateness time.Duration
+	// KeepClosed is how long a closed, emitted window is kept after its last
+	// point arrived, so that a late row re-emits the whole window instead of
+	// starting a new part.
+	KeepClosed time.Duration
+	// MaxWindows bounds the windows held. Beyond it the oldest emitted
+	// windows are dropped first, then the oldest open ones are emitted early
+	// and dropped.
+	MaxWindows int
+	// Writer is this gateway's writer id.
+	Writer uint16
+}
+
+// Validate reports bad settings; prefix names the config section.
+func (c Config) Validate(prefix string) error {
+	var errs []error
+	if c.AllowedLateness < 0 || c.AllowedLateness > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("%sallowed_lateness: must be between 0s and 24h, got %s", prefix, c.AllowedLateness))
+	}
+	if c.KeepClosed < 0 || c.KeepClosed > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("%skeep_closed: must be between 0s and 24h, got %s", prefix, c.KeepClosed))
+	}
+	if c.MaxWindows < 1 {
+		errs = append(errs, fmt.Errorf("%smax_windows: must be at least 1, got %d", prefix, c.MaxWindows))
+	}
+	return errors.Join(errs...)
+}
+
+type window struct {
+	part    uint64
+	touched int64 // when a point last reached the window (ms, processing time)
+	points  []Point
+	emitted bool // a version was emitted
+	dirty   bool // points changed since the last emission
+}
+
+// Stats counts what an Aggregator saw. Counters only grow.
+type Stats struct {
+	Points     uint64 // distinct points added
+	Duplicates uint64 // rows already held with the same value
+	Late       uint64 // rows for a window that had already closed
+	Emitted    uint64 // rows emitted, re-emissions included
+	Reemitted  uint64 // rows emitted again after a late row
+	Evicted    uint64 // windows dropped to stay under MaxWindows
+}
+
+// Aggregator holds the windows of one writer. It is not safe for concurrent
+// use.
+type Aggregator struct {
+	cfg      Config
+	windows  map[Key]*window
+	nextPart uint64
+	lastVer  uint64
+	stats    Stats
+}
+
+// New returns an empty Aggregator; start seeds part ids, so it must be later
+// than the start of any earlier Aggregator of the same writer (a restart).
+func New(cfg Config, start time.Time) *Aggregator {
+	return &Aggregator{cfg: cfg, windows: make(map[Key]*window), nextPart: uint64(start.UnixNano())}
+}
+
+// Len returns the number of windows held.
+func (a *Aggregator) Len() int { return len(a.windows) }
+
+// Stats returns the counters.
+func (a *Aggregator) Stats() Stats { return a.stats }
+
+func (a *Aggregator) watermark(now time.Time) int64 {
+	return now.Add(-a.cfg.AllowedLateness).UnixMilli()
+}
+
+// Add adds the rows of one device, as committed, at time now.
+func (a *Aggregator) Add(now time.Time, tenant, device string, rows []model.ReadingRow) {
+	wm := a.watermark(now)
+	for _, r := range rows {
+		k := Key{Tenant: tenant, Device: device, Metric: r.Metric, Minute: MinuteOf(r.TS)}
+		w := a.windows[k]
+		if w == nil {
+			w = &window{part: a.nextPart}
+			a.nextPart++
+			a.windows[k] = w
+		}
+		if k.Minute+MinuteMillis <= wm {
+			a.stats.Late++
+		}
+		w.touched = now.UnixMilli()
+		p := Point{TS: r.TS, Value: r.Value}
+		n := len(w.points)
+		switch {
+		case n == 0 || w.points[n-1].TS < p.TS:
+			w.points = append(w.points, p)
+		default:
+			i := sort.Search(n, func(i int) bool { return w.points[i].TS >= p.TS })
+			if i < n && w.points[i].TS == p.TS {
+				if math.Float64bits(w.points[i].Value) == math.Float64bits(p.Value) {
+					a.stats.Duplicates++
+					continue
+				}
+				w.points[i].Value = p.Value // last write wins, as in the raw store
+				w.dirty = true
+				continue
+			}
+			w.points = slices.Insert(w.points, i, p)
+		}
+		a.stats.Points++
+		w.dirty = true
+	}
+}
+
+func (a *Aggregator) version(now time.Time) uint64 {
+	v := max(uint64(now.UnixNano()), a.lastVer+1)
+	a.lastVer = v
+	return v
+}
+
+func (a *Aggregator) emit(now time.Time, k Key, w *window, out []Row) []Row {
+	r := Aggregate(k, w.points)
+	r.Writer, r.Part, r.Version = a.cfg.Writer, w.part, a.version(now)
+	if w.emitted {
+		a.stats.Reemitted++
+	}
+	a.stats.Emitted++
+	w.emitted, w.dirty = true, false
+	return append(out, r)
+}
+
+// Advance emits the rows of every window that is closed at time now and
+// changed since its last emission, and drops the windows kept long enough.
+// Rows come out ordered by key.
+func (a *Aggregator) Advance(now time.Time) []Row {
+	wm := a.watermark(now)
+	// An emitted window is kept until KeepClosed passed without a new point:
+	// measured in processing time, so that a backfill of old data still
+	// gathers each minute in one part.
+	drop := now.Add(-a.cfg.KeepClosed).UnixMilli()
+	var out []Row
+	for k, w := range a.windows {
+		end := k.Minute + MinuteMillis
+		if end > wm {
+			continue
+		}
+		if w.dirty {
+			out = a.emit(now, k, w, out)
+		}
+		if w.touched <= drop {
+			delete(a.windows, k)
+		}
+	}
+	if len(a.windows) > a.cfg.MaxWindows {
+		out = a.evict(now, out)
+	}
+	sortRows(out)
+	return out
+}
+
+// evict drops windows, oldest minute first and emitted ones before open
+// ones, until MaxWindows are left; an open window is emitted before it goes.
+func (a *Aggregator) evict(now time.Time, out []Row) []Row {
+	keys := make([]Key, 0, len(a.windows))
+	for k := range a.windows {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y Key) int {
+		ex, ey := a.windows[x].emitted && !a.windows[x].dirty, a.windows[y].emitted && !a.windows[y].dirty
+		if ex != ey {
+			if ex {
+				return -1
+			}
+			return 1
+		}
+		return compareKeys(x, y)
+	})
+	for _, k := range keys[:len(keys)-a.cfg.MaxWindows] {
+		w := a.windows[k]
+		if w.dirty {
+			out = a.emit(now, k, w, out)
+		}
+		delete(a.windows, k)
+		a.stats.Evicted++
+	}
+	return out
+}
+
+// Flush emits every window that changed since its last emission, open or
+// not: the last call before shutdown, so that nothing held is lost.
+func (a *Aggregator) Flush(now time.Time) []Row {
+	var out []Row
+	for k, w := range a.windows {
+		if w.dirty {
+			out = a.emit(now, k, w, out)
+		}
+	}
+	sortRows(out)
+	return out
+}
+
+func compareKeys(x, y Key) int {
+	if x.Minute != y.Minute {
+		if x.Minute < y.Minute {
+			return -1
+		}
+		return 1
+	}
+	if x.Tenant != y.Tenant {
+		return compareStr(x.Tenant, y.Tenant)
+	}
+	if x.Device != y.Device {
+		return compareStr(x.Device, y.Device)
+	}
+	return compareStr(x.Metric, y.Metric)
+}
+
+func compareStr(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func sortRows(rows []Row) {
+	slices.SortFunc(rows, func(x, y Row) int {
+		if c := compareKeys(x.Key, y.Key); c != 0 {
+			return c
+		}
+		if x.Writer != y.Writer {
+			return int(x.Writer) - int(y.Writer)
+		}
+		switch {
+		case x.Part < y.Part:
+			return -1
+		case x.Part > y.Part:
+			return 1
+		}
+		return 0
+	})
+}
+
+// Compute aggregates the readings of one device, as read back from the raw
+// store, into one row per (metric, minute): what a rebuild writes. The
+// readings must have distinct timestamps (a reader's output has). Rows get
+// writer RebuildWriter, part 0 and the given version.
+func Compute(tenant, device string, readings []model.Reading, version uint64) []Row {
+	byKey := make(map[Key][]Point)
+	for _, r := range readings {
+		for _, m := range r.Metrics {
+			k := Key{Tenant: tenant, Device: device, Metric: m.Name, Minute: MinuteOf(r.TS)}
+			byKey[k] = append(byKey[k], Point{TS: r.TS, Value: m.Value})
+		}
+	}
+	out := make([]Row, 0, len(byKey))
+	for k, pts := range byKey {
+		slices.SortFunc(pts, func(a, b Point) int { return compareInt(a.TS, b.TS) })
+		r := Aggregate(k, pts)
+		r.Writer, r.Version = RebuildWriter, version
+		out = append(out, r)
+	}
+	sortRows(out)
+	return out
+}
+
+func compareInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

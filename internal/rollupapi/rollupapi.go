@@ -1,0 +1,296 @@
+// Package rollupapi serves the rollup endpoints of the read API, for the
+// authenticated tenant only, from whichever rollup backend the gateway uses
+// (ClickHouse or the embedded rollup store):
+//
+//	GET  /v1/rollups?device=&metric=&from=&to=&step=1m|1h|1d
+//	GET  /v1/top?metric=&by=max|mean|count&from=&to=&limit=
+//	POST /v1/rollups/rebuild?from=&to=[&device=]   NDJSON progress, then the result
+//	GET  /v1/rollups/verify?day=YYYY-MM-DD
+//	GET  /v1/rollups/status
+//
+// Free SQL is not served here: it would cross tenants. `query sql` talks to
+// ClickHouse directly with the analyst's own credentials.
+package rollupapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/httpx"
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/readapi"
+	"github.com/sluicehq/sluice/internal/rollup"
+	"github.com/sluicehq/sluice/internal/rollupfeed"
+)
+
+// Backend is what the endpoints read and rebuild.
+type Backend interface {
+	rollupfeed.Backend
+	Series(ctx context.Context, f rollup.Filter, step rollup.Step) ([]rollup.Bucket, error)
+	Top(ctx context.Context, f rollup.Filter, by rollup.By, limit int) ([]rollup.Rank, error)
+}
+
+// Status reports the state of the rollup pipeline.
+type Status func() StatusJSON
+
+// StatusJSON is the answer of /v1/rollups/status.
+type StatusJSON struct {
+	Backend     string   `json:"backend"`
+	OutboxRows  int      `json:"outbox_rows"`
+	OutboxBytes int64    `json:"outbox_bytes"`
+	DirtyDays   []string `json:"dirty_days"`
+}
+
+// Handler serves the endpoints.
+type Handler struct {
+	raw     rollupfeed.Raw
+	dst     Backend
+	status  Status
+	now     func() time.Time
+	logger  *slog.Logger
+	maxDays int
+}
+
+// New returns the handler.
+func New(raw rollupfeed.Raw, dst Backend, status Status, now func() time.Time, logger *slog.Logger) *Handler {
+	return &Handler{raw: raw, dst: dst, status: status, now: now, logger: logger, maxDays: 366}
+}
+
+// Routes returns the endpoints by pattern, for server.Routes.Extra.
+func (h *Handler) Routes() map[string]http.HandlerFunc {
+	return map[string]http.HandlerFunc{
+		"GET /v1/rollups":          h.Rollups,
+		"GET /v1/top":              h.Top,
+		"POST /v1/rollups/rebuild": h.Rebuild,
+		"GET /v1/rollups/verify":   h.Verify,
+		"GET /v1/rollups/status":   h.Status,
+	}
+}
+
+// Bucket is the JSON form of one step of a series.
+type Bucket struct {
+	Start   string  `json:"start"`
+	Count   uint64  `json:"count"`
+	Sum     float64 `json:"sum"`
+	Min     float64 `json:"min"`
+	Max     float64 `json:"max"`
+	Mean    float64 `json:"mean"`
+	First   float64 `json:"first"`
+	FirstTS string  `json:"first_ts"`
+	Last    float64 `json:"last"`
+	LastTS  string  `json:"last_ts"`
+}
+
+// Rank is the JSON form of one device of a top list.
+type Rank struct {
+	Device string  `json:"device"`
+	Value  float64 `json:"value"`
+	Count  uint64  `json:"count"`
+	Mean   float64 `json:"mean"`
+	Max    float64 `json:"max"`
+}
+
+func ts(ms int64) string { return time.UnixMilli(ms).UTC().Format(readapi.TimeFormat) }
+
+// span parses from and to (default: the 24 hours before now).
+func (h *Handler) span(r *http.Request) (int64, int64, error) {
+	v := r.URL.Query()
+	to := h.now().UnixMilli()
+	if s := v.Get("to"); s != "" {
+		t, err := readapi.ParseTime(s)
+		if err != nil {
+			return 0, 0, fmt.Errorf("parameter to: %w", err)
+		}
+		to = t
+	}
+	from := to - model.MillisPerDay
+	if s := v.Get("from"); s != "" {
+		t, err := readapi.ParseTime(s)
+		if err != nil {
+			return 0, 0, fmt.Errorf("parameter from: %w", err)
+		}
+		from = t
+	}
+	if to <= from {
+		return 0, 0, fmt.Errorf("parameter to must be after from")
+	}
+	if to-from > int64(h.maxDays)*model.MillisPerDay {
+		return 0, 0, fmt.Errorf("the range spans more than %d days", h.maxDays)
+	}
+	return from, to, nil
+}
+
+func (h *Handler) fail(w http.ResponseWriter, what string, err error) {
+	h.logger.Error(what, "err", err)
+	httpx.Error(w, http.StatusBadGateway, what+": "+err.Error())
+}
+
+// Rollups serves GET /v1/rollups.
+func (h *Handler) Rollups(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	f := rollup.Filter{Tenant: httpx.Tenant(r.Context()), Device: v.Get("device"), Metric: v.Get("metric")}
+	if f.Device == "" || f.Metric == "" {
+		httpx.Error(w, http.StatusBadRequest, "parameters device and metric are required")
+		return
+	}
+	step := rollup.StepMinute
+	if s := v.Get("step"); s != "" {
+		var err error
+		if step, err = rollup.ParseStep(s); err != nil {
+			httpx.Error(w, http.StatusBadRequest, "parameter step: "+err.Error())
+			return
+		}
+	}
+	var err error
+	if f.From, f.To, err = h.span(r); err != nil {
+		httpx.Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	bs, err := h.dst.Series(r.Context(), f, step)
+	if err != nil {
+		h.fail(w, "read rollups", err)
+		return
+	}
+	out := struct {
+		Device  string   `json:"device"`
+		Metric  string   `json:"metric"`
+		Step    string   `json:"step"`
+		Buckets []Bucket `json:"buckets"`
+	}{Device: f.Device, Metric: f.Metric, Step: step.String(), Buckets: make([]Bucket, len(bs))}
+	for i, b := range bs {
+		out.Buckets[i] = Bucket{Start: ts(b.Start), Count: b.Count, Sum: b.Sum, Min: b.Min, Max: b.Max, Mean: b.Mean(),
+			First: b.FirstValue, FirstTS: ts(b.FirstTS), Last: b.LastValue, LastTS: ts(b.LastTS)}
+	}
+	httpx.JSON(w, http.StatusOK, out)
+}
+
+// Top serves GET /v1/top.
+func (h *Handler) Top(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	f := rollup.Filter{Tenant: httpx.Tenant(r.Context()), Metric: v.Get("metric")}
+	if f.Metric == "" {
+		httpx.Error(w, http.StatusBadRequest, "parameter metric is required")
+		return
+	}
+	by := rollup.ByMax
+	if s := v.Get("by"); s != "" {
+		var err error
+		if by, err = rollup.ParseBy(s); err != nil {
+			httpx.Error(w, http.StatusBadRequest, "parameter by: "+err.Error())
+			return
+		}
+	}
+	limit := 10
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 10_000 {
+			httpx.Error(w, http.StatusBadRequest, fmt.Sprintf("parameter limit: must be 1..10000, got %q", s))
+			return
+		}
+		limit = n
+	}
+	var err error
+	if f.From, f.To, err = h.span(r); err != nil {
+		httpx.Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	ranks, err := h.dst.Top(r.Context(), f, by, limit)
+	if err != nil {
+		h.fail(w, "rank devices", err)
+		return
+	}
+	out := struct {
+		Metric  string `json:"metric"`
+		By      string `json:"by"`
+		Devices []Rank `json:"devices"`
+	}{Metric: f.Metric, By: string(by), Devices: make([]Rank, len(ranks))}
+	for i, k := range ranks {
+		out.Devices[i] = Rank{Device: k.Device, Value: k.Value, Count: k.Count, Mean: k.Mean, Max: k.Max}
+	}
+	httpx.JSON(w, http.StatusOK, out)
+}
+
+// ProgressLine is one NDJSON line of a rebuild answer: progress, then one
+// line with Result or Error.
+type ProgressLine struct {
+	Done   int                       `json:"done,omitempty"`
+	Total  int                       `json:"total,omitempty"`
+	Device string                    `json:"device,omitempty"`
+	Day    string                    `json:"day,omitempty"`
+	Result *rollupfeed.RebuildResult `json:"result,omitempty"`
+	Error  string                    `json:"error,omitempty"`
+}
+
+// Rebuild serves POST /v1/rollups/rebuild, streaming progress.
+func (h *Handler) Rebuild(w http.ResponseWriter, r *http.Request) {
+	from, to, err := h.span(r)
+	if err != nil {
+		httpx.Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	// A rebuild may outlast http.write_timeout: it streams progress instead.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	fl, _ := w.(http.Flusher)
+	send := func(l ProgressLine) {
+		_ = enc.Encode(l)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	send(ProgressLine{Done: 0, Total: 0})
+	tenant := httpx.Tenant(r.Context())
+	res, err := rollupfeed.Rebuild(r.Context(), h.raw, h.dst, tenant, r.URL.Query().Get("device"), from, to,
+		rollupfeed.Version(h.now()), func(p rollupfeed.Progress) {
+			send(ProgressLine{Done: p.Done, Total: p.Total, Device: p.Device, Day: p.Day.String()})
+		})
+	if err != nil {
+		h.logger.Error("rebuild rollups", "tenant", tenant, "err", err)
+		send(ProgressLine{Error: err.Error()})
+		return
+	}
+	h.logger.Info("rollups rebuilt", "tenant", tenant, "from", ts(from), "to", ts(to), "device_days", res.DeviceDays, "rows", res.Written)
+	send(ProgressLine{Result: &res})
+}
+
+// VerifyJSON is the answer of /v1/rollups/verify.
+type VerifyJSON struct {
+	Day        string                `json:"day"`
+	Devices    int                   `json:"devices"`
+	Metrics    int                   `json:"metrics"`
+	RawRows    int64                 `json:"raw_rows"`
+	RollupRows int64                 `json:"rollup_rows"`
+	Mismatches []rollupfeed.Mismatch `json:"mismatches"`
+}
+
+// Verify serves GET /v1/rollups/verify.
+func (h *Handler) Verify(w http.ResponseWriter, r *http.Request) {
+	day, err := model.ParseDay(r.URL.Query().Get("day"))
+	if err != nil {
+		httpx.Error(w, http.StatusBadRequest, "parameter day: "+err.Error())
+		return
+	}
+	res, err := rollupfeed.Verify(r.Context(), h.raw, h.dst, httpx.Tenant(r.Context()), day)
+	if err != nil {
+		h.fail(w, "verify rollups", err)
+		return
+	}
+	out := VerifyJSON{Day: day.String(), Devices: res.Devices, Metrics: res.Metrics, RawRows: res.RawRows,
+		RollupRows: res.RollupRows, Mismatches: res.Mismatches}
+	if out.Mismatches == nil {
+		out.Mismatches = []rollupfeed.Mismatch{}
+	}
+	httpx.JSON(w, http.StatusOK, out)
+}
+
+// Status serves GET /v1/rollups/status.
+func (h *Handler) Status(w http.ResponseWriter, _ *http.Request) {
+	httpx.JSON(w, http.StatusOK, h.status())
+}

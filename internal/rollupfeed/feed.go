@@ -1,0 +1,384 @@
+// Package rollupfeed drives the rollups: it receives every batch the sink
+// made durable (sink.WithOnCommit), aggregates its readings into minute
+// windows (package rollup), writes emitted rows to the durable outbox, and
+// ships the outbox to the rollup backend (ClickHouse, or the embedded
+// rollup store). It also rebuilds rollups from the raw store and verifies
+// them against it.
+//
+// # Raw ingest never waits for rollups
+//
+// Observe only copies a pointer into a bounded queue. When the queue is full
+// (the aggregator fell behind) the batch's rows are not aggregated: they are
+// counted in sluice_rollup_dropped_rows_total{reason="queue_full"} and their
+// days are marked dirty. When the outbox is full (the backend has been
+// unreachable for long), emitted rows are dropped the same way with
+// reason="outbox_full": the outbox keeps the oldest rows, and the dirty
+// days, listed by GET /v1/rollups/status and logged, are repaired with
+// `query rollups rebuild`. The raw store is the source of truth; rollups are
+// a projection of it.
+//
+// # Delivery
+//
+// One shipper takes the oldest outbox records, inserts their rows and only
+// then acknowledges them; a failed insert is retried with backoff, forever,
+// while the outbox fills. Inserting a row twice is harmless (the backend
+// keeps the highest version), so a crash between insert and acknowledgement
+// costs nothing but a repeat.
+package rollupfeed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/chstore"
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/outbox"
+	"github.com/sluicehq/sluice/internal/rollup"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+// Config is the rollups.* section.
+type Config struct {
+	Enabled         bool           `mapstructure:"enabled"`
+	AllowedLateness time.Duration  `mapstructure:"allowed_lateness"`
+	KeepClosed      time.Duration  `mapstructure:"keep_closed"`
+	MaxWindows      int            `mapstructure:"max_windows"`
+	FlushInterval   time.Duration  `mapstructure:"flush_interval"`
+	BatchRows       int            `mapstructure:"batch_rows"`
+	QueueBatches    int            `mapstructure:"queue_batches"`
+	OutboxMaxBytes  int64          `mapstructure:"outbox_max_bytes"`
+	ClickHouse      chstore.Config `mapstructure:"clickhouse"`
+}
+
+// DefaultConfig returns the defaults: rollups on, kept in the embedded store
+// until rollups.clickhouse.addr is set.
+func DefaultConfig() Config {
+	return Config{
+		Enabled: true, AllowedLateness: time.Minute, KeepClosed: 10 * time.Minute, MaxWindows: 1_000_000,
+		FlushInterval: time.Second, BatchRows: 50_000, QueueBatches: 1024, OutboxMaxBytes: 1 << 30,
+		ClickHouse: chstore.DefaultConfig(),
+	}
+}
+
+// Validate reports every bad setting.
+func (c Config) Validate() error {
+	var errs []error
+	if err := c.aggConfig(0).Validate("rollups."); err != nil {
+		errs = append(errs, err)
+	}
+	if c.FlushInterval < 10*time.Millisecond || c.FlushInterval > time.Minute {
+		errs = append(errs, fmt.Errorf("rollups.flush_interval: must be between 10ms and 1m, got %s", c.FlushInterval))
+	}
+	if c.BatchRows < 1 || c.BatchRows > 1_000_000 {
+		errs = append(errs, fmt.Errorf("rollups.batch_rows: must be 1..1000000, got %d", c.BatchRows))
+	}
+	if c.QueueBatches < 1 {
+		errs = append(errs, fmt.Errorf("rollups.queue_batches: must be at least 1, got %d", c.QueueBatches))
+	}
+	if c.OutboxMaxBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("rollups.outbox_max_bytes: must be at least 1048576, got %d", c.OutboxMaxBytes))
+	}
+	if err := c.ClickHouse.Validate("rollups.clickhouse."); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) aggConfig(writer uint16) rollup.Config {
+	return rollup.Config{AllowedLateness: c.AllowedLateness, KeepClosed: c.KeepClosed, MaxWindows: c.MaxWindows, Writer: writer}
+}
+
+// Inserter is where shipped rows go.
+type Inserter interface {
+	Insert(ctx context.Context, rows []rollup.Row) error
+}
+
+// Outbox is the durable queue between the aggregator and the shipper.
+type Outbox interface {
+	Append(payload []byte, rows int) error
+	Peek(maxRows int) ([]outbox.Record, error)
+	Ack(recs []outbox.Record) error
+	Depth() outbox.Depth
+	MarkDirty(days []model.Day) error
+}
+
+// Feed is the running rollup pipeline. Create it with New, feed it with
+// Observe, stop it with Close.
+type Feed struct {
+	cfg    Config
+	ob     Outbox
+	dst    Inserter
+	now    func() time.Time
+	logger *slog.Logger
+	m      *metrics
+
+	in      chan *store.Batch
+	wake    chan struct{} // the shipper has work
+	stopAgg chan struct{}
+	aggDone chan struct{}
+	shipCtx context.Context
+	stopShp context.CancelFunc
+	shpDone chan struct{}
+
+	mu     sync.Mutex // guards lost and closed
+	lost   map[model.Day]struct{}
+	closed bool
+}
+
+// New starts a feed for writer id writer.
+func New(cfg Config, writer uint16, ob Outbox, dst Inserter, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer) *Feed {
+	f := &Feed{
+		cfg: cfg, ob: ob, dst: dst, now: now, logger: logger,
+		in:      make(chan *store.Batch, cfg.QueueBatches),
+		wake:    make(chan struct{}, 1),
+		stopAgg: make(chan struct{}),
+		aggDone: make(chan struct{}),
+		shpDone: make(chan struct{}),
+		lost:    make(map[model.Day]struct{}),
+	}
+	f.m = newMetrics(reg, ob)
+	f.shipCtx, f.stopShp = context.WithCancel(context.Background())
+	agg := rollup.New(cfg.aggConfig(writer), now())
+	go f.aggregate(agg)
+	go f.ship()
+	if d := ob.Depth(); d.Records > 0 {
+		logger.Info("rollup outbox holds rows from before the restart; shipping them", "rows", d.Rows, "bytes", d.Bytes)
+		f.signal()
+	}
+	return f
+}
+
+// Observe is the sink's commit hook. It never blocks.
+func (f *Feed) Observe(b *store.Batch) {
+	select {
+	case f.in <- b:
+	default:
+		rows := 0
+		days := map[model.Day]struct{}{}
+		for _, pw := range b.Partitions {
+			if pw.Key.Kind == model.KindReadings {
+				rows += len(pw.Readings)
+				days[pw.Key.Day] = struct{}{}
+			}
+		}
+		f.m.dropped.WithLabelValues("queue_full").Add(float64(rows))
+		f.markLost(days)
+	}
+}
+
+func (f *Feed) markLost(days map[model.Day]struct{}) {
+	f.mu.Lock()
+	for d := range days {
+		f.lost[d] = struct{}{}
+	}
+	f.mu.Unlock()
+}
+
+func (f *Feed) signal() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// aggregate owns the Aggregator.
+func (f *Feed) aggregate(agg *rollup.Aggregator) {
+	defer close(f.aggDone)
+	tick := time.NewTicker(f.cfg.FlushInterval)
+	defer tick.Stop()
+	var prev rollup.Stats
+	add := func(b *store.Batch) {
+		now := f.now()
+		for _, pw := range b.Partitions {
+			if pw.Key.Kind == model.KindReadings && len(pw.Readings) > 0 {
+				agg.Add(now, pw.Key.Tenant, pw.Key.Series, pw.Readings)
+			}
+		}
+	}
+	emit := func(rows []rollup.Row) {
+		f.store(rows)
+		st := agg.Stats()
+		f.m.late.Add(float64(st.Late - prev.Late))
+		f.m.duplicates.Add(float64(st.Duplicates - prev.Duplicates))
+		f.m.emitted.Add(float64(st.Emitted - prev.Emitted))
+		f.m.reemitted.Add(float64(st.Reemitted - prev.Reemitted))
+		prev = st
+		f.m.windows.Set(float64(agg.Len()))
+	}
+	for {
+		select {
+		case b := <-f.in:
+			add(b)
+		case <-tick.C:
+			emit(agg.Advance(f.now()))
+			f.persistLost()
+		case <-f.stopAgg:
+			for {
+				select {
+				case b := <-f.in:
+					add(b)
+					continue
+				default:
+				}
+				break
+			}
+			emit(agg.Flush(f.now()))
+			f.persistLost()
+			return
+		}
+	}
+}
+
+// store appends rows to the outbox in records of at most BatchRows rows.
+func (f *Feed) store(rows []rollup.Row) {
+	for len(rows) > 0 {
+		n := min(len(rows), f.cfg.BatchRows)
+		chunk := rows[:n]
+		rows = rows[n:]
+		err := f.ob.Append(rollup.EncodeRows(nil, chunk), len(chunk))
+		if err != nil {
+			reason := "outbox_error"
+			if errors.Is(err, outbox.ErrFull) {
+				reason = "outbox_full"
+			}
+			f.m.dropped.WithLabelValues(reason).Add(float64(len(chunk)))
+			days := map[model.Day]struct{}{}
+			for _, r := range chunk {
+				days[model.DayOf(r.Minute)] = struct{}{}
+			}
+			f.markLost(days)
+			f.logger.Error("rollup rows dropped: rebuild their days later", "rows", len(chunk), "err", err)
+			continue
+		}
+	}
+	f.signal()
+}
+
+// persistLost writes the dirty days to the outbox.
+func (f *Feed) persistLost() {
+	f.mu.Lock()
+	if len(f.lost) == 0 {
+		f.mu.Unlock()
+		return
+	}
+	days := make([]model.Day, 0, len(f.lost))
+	for d := range f.lost {
+		days = append(days, d)
+	}
+	f.lost = make(map[model.Day]struct{})
+	f.mu.Unlock()
+	sort.Slice(days, func(i, j int) bool { return days[i] < days[j] })
+	if err := f.ob.MarkDirty(days); err != nil {
+		f.logger.Error("mark rollup days dirty", "days", len(days), "err", err)
+		return
+	}
+	f.logger.Warn("rollups of these days are incomplete; run `query rollups rebuild` for them", "days", fmt.Sprint(days))
+}
+
+// ship delivers the outbox to the backend until stopped.
+func (f *Feed) ship() {
+	defer close(f.shpDone)
+	ctx := f.shipCtx
+	backoff := 100 * time.Millisecond
+	failing := false
+	var lastLog time.Time
+	for {
+		recs, err := f.ob.Peek(f.cfg.BatchRows)
+		if err == nil && len(recs) > 0 {
+			err = f.deliver(ctx, recs)
+			if err == nil {
+				if failing {
+					d := f.ob.Depth()
+					f.logger.Info("rollup backend reachable again; draining the outbox", "outbox_rows", d.Rows)
+					failing = false
+				}
+				backoff = 100 * time.Millisecond
+				continue
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			f.m.shipErrors.Inc()
+			if !failing || time.Since(lastLog) > 30*time.Second {
+				d := f.ob.Depth()
+				f.logger.Warn("rollup backend unavailable; rows wait in the outbox", "outbox_rows", d.Rows, "outbox_bytes", d.Bytes, "retry_in", backoff, "err", err)
+				lastLog = time.Now()
+			}
+			failing = true
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(backoff*2, 10*time.Second)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.wake:
+		}
+	}
+}
+
+func (f *Feed) deliver(ctx context.Context, recs []outbox.Record) error {
+	var rows []rollup.Row
+	for _, r := range recs {
+		rs, err := rollup.DecodeRows(r.Payload)
+		if err != nil {
+			// A record that does not decode can never be delivered: log it and
+			// drop it, or it would block the outbox forever.
+			f.logger.Error("drop corrupt outbox record", "seq", r.Seq, "rows", r.Rows, "err", err)
+			f.m.dropped.WithLabelValues("corrupt").Add(float64(r.Rows))
+			continue
+		}
+		rows = append(rows, rs...)
+	}
+	if err := f.dst.Insert(ctx, rows); err != nil {
+		return err
+	}
+	f.m.shipped.Add(float64(len(rows)))
+	return f.ob.Ack(recs)
+}
+
+// Close stops aggregating, emits every window held (so that nothing
+// observed is lost; it waits in the outbox if it cannot be shipped), and
+// tries to ship the outbox until ctx ends. Rows still in the outbox then are
+// shipped by the next start.
+func (f *Feed) Close(ctx context.Context) error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	f.mu.Unlock()
+	close(f.stopAgg)
+	<-f.aggDone
+	for f.ob.Depth().Records > 0 && ctx.Err() == nil {
+		f.signal()
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	f.stopShp()
+	<-f.shpDone
+	if d := f.ob.Depth(); d.Records > 0 {
+		f.logger.Warn("rollup outbox not empty at shutdown; it is shipped after the next start", "rows", d.Rows)
+	}
+	return nil
+}

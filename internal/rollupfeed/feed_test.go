@@ -1,0 +1,383 @@
+package rollupfeed
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/chstore"
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/outbox"
+	"github.com/sluicehq/sluice/internal/rollup"
+	"github.com/sluicehq/sluice/internal/rollupstore"
+	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/store/pebblestore"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func testLogger() *slog.Logger {
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return quiet
+}
+
+func chAddr() string {
+	if a := os.Getenv("SLUICE_ROLLUPS_CLICKHOUSE_ADDR"); a != "" {
+		return a
+	}
+	return "127.0.0.1:9000"
+}
+
+// lockClickHouse takes a lock on the shared test ClickHouse: shared by
+// tests that only use it, exclusive for the one that stops and restarts it,
+// so that no test of another package sees it go away.
+func lockClickHouse(t testing.TB, exclusive bool) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "sluice-clickhouse-test.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+}
+
+// requireServer skips (or, under CI=true, fails) when ClickHouse does not
+// answer.
+func requireServer(t testing.TB, exclusive bool) {
+	t.Helper()
+	lockClickHouse(t, exclusive)
+	c, err := net.DialTimeout("tcp", chAddr(), 2*time.Second)
+	if err == nil {
+		_ = c.Close()
+		return
+	}
+	msg := fmt.Sprintf("ClickHouse not reachable on %s (%v); start it with: bash scripts/servers.sh up clickhouse", chAddr(), err)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+func openCH(t testing.TB) *chstore.Store {
+	cfg := chstore.DefaultConfig()
+	cfg.Addr = chAddr()
+	cfg.Database = fmt.Sprintf("sluice_feed_%d", time.Now().UnixNano())
+	s, err := chstore.Open(cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := s.SQL(context.Background(), "SELECT 1", 1); err == nil {
+			_ = dropDatabase(cfg)
+		}
+		_ = s.Close()
+	})
+	return s
+}
+
+func dropDatabase(cfg chstore.Config) error {
+	out, err := exec.Command("clickhouse-client", "--host", "127.0.0.1", "-q", "DROP DATABASE IF EXISTS "+cfg.Database).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
+}
+
+// servers runs scripts/servers.sh.
+func servers(t *testing.T, args ...string) {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "servers.sh")
+	if s := os.Getenv("SLUICE_SERVERS_SH"); s != "" {
+		script = s
+	}
+	out, err := exec.Command("bash", append([]string{script}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("servers.sh %v: %v\n%s", args, err, out)
+	}
+}
+
+// rig is a gateway's write path with rollups: raw store, sink, feed.
+type rig struct {
+	raw  *pebblestore.Store
+	ob   *outbox.Outbox
+	feed *Feed
+	sink *sink.Sink
+	reg  *prometheus.Registry
+}
+
+func newRig(t *testing.T, dst Inserter) *rig {
+	dir := t.TempDir()
+	raw, err := pebblestore.Open(filepath.Join(dir, "raw"), pebblestore.Options{NoSync: true}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := outbox.Open(filepath.Join(dir, "outbox"), 64<<20, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.AllowedLateness, cfg.KeepClosed, cfg.FlushInterval = 0, time.Minute, 20*time.Millisecond
+	cfg.BatchRows = 500
+	reg := prometheus.NewRegistry()
+	feed := New(cfg, 0, ob, dst, time.Now, testLogger(), reg)
+	scfg := sink.DefaultConfig()
+	sk := sink.New(scfg, buckets.DefaultConfig(), raw, quiet, reg, sink.WithOnCommit(feed.Observe))
+	r := &rig{raw: raw, ob: ob, feed: feed, sink: sk, reg: reg}
+	t.Cleanup(func() {
+		r.close(t)
+		_ = r.ob.Close()
+		_ = r.raw.Close()
+	})
+	return r
+}
+
+func (r *rig) close(t *testing.T) {
+	if r.sink == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := r.sink.Close(ctx); err != nil {
+		t.Error(err)
+	}
+	if err := r.feed.Close(ctx); err != nil {
+		t.Error(err)
+	}
+	r.sink = nil
+}
+
+// write stores readings of devices at 1 Hz over [start, start+secs) with
+// two metrics whose values follow from device and second.
+func (r *rig) write(t *testing.T, tenant string, devices []string, start time.Time, from, to int) {
+	t.Helper()
+	for s := from; s < to; s += 30 {
+		req := &sink.Request{Tenant: tenant}
+		for _, d := range devices {
+			for i := s; i < min(s+30, to); i++ {
+				req.Readings = append(req.Readings, model.Reading{DeviceID: d, TS: start.Add(time.Duration(i) * time.Second).UnixMilli(),
+					Metrics: []model.Metric{{Name: "power", Value: float64(i % 7)}, {Name: "temp", Value: float64(len(d)) + float64(i%60)/4}}})
+			}
+		}
+		if err := r.sink.Write(context.Background(), req); err != nil {
+			t.Fatalf("write seconds %d..%d: %v", s, s+30, err)
+		}
+	}
+}
+
+// eventually polls cond until it holds or a generous deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var base = time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Hour)
+
+func TestOutboxDrainsAfterClickHouseRestart(t *testing.T) {
+	requireServer(t, true)
+	ch := openCH(t)
+	r := newRig(t, ch)
+	devices := []string{"pump-1", "pump-2", "fan-3"}
+
+	r.write(t, "acme", devices, base, 0, 120)
+	eventually(t, "first two minutes shipped", func() bool {
+		rows, err := ch.Rows(context.Background(), rollup.Filter{Tenant: "acme", From: base.UnixMilli(), To: base.Add(time.Hour).UnixMilli()})
+		return err == nil && len(rows) == 2*2*len(devices)
+	})
+
+	servers(t, "stop", "clickhouse")
+	stopped := true
+	defer func() {
+		if stopped {
+			servers(t, "start", "clickhouse")
+		}
+	}()
+	// Raw ingest goes on while ClickHouse is down; rollups wait in the outbox.
+	r.write(t, "acme", devices, base, 120, 300)
+	eventually(t, "rows of the last minutes waiting in the outbox", func() bool {
+		return r.ob.Depth().Rows >= 2*len(devices)
+	})
+	depth := r.ob.Depth()
+	t.Logf("outbox while ClickHouse is down: %+v", depth)
+
+	servers(t, "start", "clickhouse")
+	stopped = false
+	eventually(t, "outbox drained", func() bool { return r.ob.Depth().Records == 0 })
+	r.close(t)
+
+	res, err := Verify(context.Background(), r.raw, ch, "acme", model.DayOf(base.UnixMilli()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Mismatches) != 0 || res.RawRows != int64(300*2*len(devices)) || res.RollupRows != res.RawRows {
+		t.Errorf("verify after the restart: %+v", res)
+	}
+	// Exact values for one device: every minute of power has the same sum.
+	got, err := ch.Series(context.Background(), rollup.Filter{Tenant: "acme", Device: "pump-1", Metric: "power", From: base.UnixMilli(), To: base.Add(time.Hour).UnixMilli()}, rollup.StepMinute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 5 {
+		t.Fatalf("%d minutes, want 5", len(got))
+	}
+	for i, b := range got {
+		var sum float64
+		mn, mx := 7.0, -1.0
+		for s := i * 60; s < i*60+60; s++ {
+			v := float64(s % 7)
+			sum += v
+			mn, mx = min(mn, v), max(mx, v)
+		}
+		want := rollup.Bucket{Start: base.Add(time.Duration(i) * time.Minute).UnixMilli(), Count: 60, Sum: sum, Min: mn, Max: mx,
+			FirstTS: base.Add(time.Duration(i*60) * time.Second).UnixMilli(), FirstValue: float64(i * 60 % 7),
+			LastTS: base.Add(time.Duration(i*60+59) * time.Second).UnixMilli(), LastValue: float64((i*60 + 59) % 7)}
+		if diff := cmp.Diff(want, b); diff != "" {
+			t.Errorf("minute %d (-want +got):\n%s", i, diff)
+		}
+	}
+}
+
+// backends runs a test against ClickHouse and the embedded rollup store.
+func backends(t *testing.T, fn func(t *testing.T, dst Backend)) {
+	t.Run("clickhouse", func(t *testing.T) {
+		requireServer(t, false)
+		fn(t, openCH(t))
+	})
+	t.Run("embedded", func(t *testing.T) {
+		s, err := rollupstore.Open(t.TempDir(), quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		fn(t, s)
+	})
+}
+
+func TestRebuildAndVerifyAfterDamage(t *testing.T) {
+	backends(t, func(t *testing.T, dst Backend) {
+		ctx := context.Background()
+		r := newRig(t, dst)
+		devices := []string{"a", "b", "c"}
+		r.write(t, "acme", devices, base, 0, 180)
+		// A late reading for the first minute, after it was emitted.
+		eventually(t, "first minute emitted", func() bool { return r.ob.Depth().Records == 0 && testutil.ToFloat64(r.feed.m.shipped) >= 18 })
+		if err := r.sink.Write(ctx, &sink.Request{Tenant: "acme", Readings: []model.Reading{
+			{DeviceID: "a", TS: base.Add(500 * time.Millisecond).UnixMilli(), Metrics: []model.Metric{{Name: "power", Value: 100}}}}}); err != nil {
+			t.Fatal(err)
+		}
+		r.close(t)
+		day := model.DayOf(base.UnixMilli())
+		from, to := base.UnixMilli(), base.Add(time.Hour).UnixMilli()
+		series := func(device string) []rollup.Bucket {
+			rows, err := dst.Rows(ctx, rollup.Filter{Tenant: "acme", Device: device, Metric: "power", From: from, To: to})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rollup.Combine(rows, rollup.StepMinute)
+		}
+		before := series("a")
+		if before[0].Count != 61 || before[0].Max != 100 {
+			t.Errorf("first minute of a after the late reading: %+v", before[0])
+		}
+
+		res, err := Verify(ctx, r.raw, dst, "acme", day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Mismatches) != 0 || res.RawRows != 3*180*2+1 {
+			t.Fatalf("verify before damage: %+v", res)
+		}
+
+		// Damage: delete a's power rows, corrupt b's temp count, add a
+		// double-counted part for c.
+		rows, err := dst.Rows(ctx, rollup.Filter{Tenant: "acme", From: from, To: to})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var damage []rollup.Row
+		for _, x := range rows {
+			switch {
+			case x.Device == "a" && x.Metric == "power":
+				damage = append(damage, rollup.Row{Key: x.Key, Writer: x.Writer, Part: x.Part, Version: x.Version + 1})
+			case x.Device == "b" && x.Metric == "temp" && x.Minute == base.UnixMilli():
+				x.Count += 5
+				x.Version++
+				damage = append(damage, x)
+			case x.Device == "c" && x.Metric == "power" && x.Minute == base.Add(time.Minute).UnixMilli():
+				x.Part++
+				damage = append(damage, x)
+			}
+		}
+		if err := dst.Insert(ctx, damage); err != nil {
+			t.Fatal(err)
+		}
+		res, err = Verify(ctx, r.raw, dst, "acme", day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Mismatch{
+			{Device: "a", Metric: "power", Raw: 181, Rollup: 0},
+			{Device: "b", Metric: "temp", Raw: 180, Rollup: 185},
+			{Device: "c", Metric: "power", Raw: 180, Rollup: 240},
+		}
+		if diff := cmp.Diff(want, res.Mismatches); diff != "" {
+			t.Errorf("mismatches after damage (-want +got):\n%s", diff)
+		}
+
+		var steps []Progress
+		rb, err := Rebuild(ctx, r.raw, dst, "acme", "", from, to, Version(time.Now()), func(p Progress) { steps = append(steps, p) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rb.DeviceDays != 3 || rb.Readings != 3*180*2+1 || len(steps) != 3 || steps[2].Done != 3 || steps[2].Total != 3 {
+			t.Errorf("rebuild result %+v, progress %+v", rb, steps)
+		}
+		res, err = Verify(ctx, r.raw, dst, "acme", day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Mismatches) != 0 || res.RollupRows != res.RawRows {
+			t.Errorf("verify after rebuild: %+v", res)
+		}
+		if diff := cmp.Diff(before, series("a")); diff != "" {
+			t.Errorf("a's power after rebuild differs from the live rollups (-live +rebuilt):\n%s", diff)
+		}
+		// Rebuilding again changes nothing.
+		if _, err := Rebuild(ctx, r.raw, dst, "acme", "b", from, to, Version(time.Now()), nil); err != nil {
+			t.Fatal(err)
+		}
+		if res, _ := Verify(ctx, r.raw, dst, "acme", day); len(res.Mismatches) != 0 {
+			t.Errorf("verify after a second rebuild: %+v", res.Mismatches)
+		}
+	})
+}

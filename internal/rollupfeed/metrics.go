@@ -1,0 +1,54 @@
+package rollupfeed
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	emitted    prometheus.Counter
+	reemitted  prometheus.Counter
+	late       prometheus.Counter
+	duplicates prometheus.Counter
+	shipped    prometheus.Counter
+	shipErrors prometheus.Counter
+	dropped    *prometheus.CounterVec
+	windows    prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer, ob Outbox) *metrics {
+	m := &metrics{
+		emitted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_rollup_rows_emitted_total", Help: "Rollup rows emitted by the aggregator, re-emissions included.",
+		}),
+		reemitted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_rollup_rows_reemitted_total", Help: "Rollup rows emitted again as a new version after a late reading.",
+		}),
+		late: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_rollup_late_readings_total", Help: "Reading rows that arrived after their minute window closed.",
+		}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_rollup_duplicate_readings_total", Help: "Reading rows seen twice by the aggregator (retries), counted once.",
+		}),
+		shipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_rollup_rows_shipped_total", Help: "Rollup rows inserted into the rollup backend.",
+		}),
+		shipErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_rollup_ship_errors_total", Help: "Failed inserts into the rollup backend (retried).",
+		}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_rollup_dropped_rows_total",
+			Help: "Rows left out of the rollups (raw data is unaffected; their days are marked dirty for rebuild), by reason.",
+		}, []string{"reason"}),
+		windows: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_rollup_windows", Help: "Minute windows held in memory by the aggregator.",
+		}),
+	}
+	depthRows := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_rollup_outbox_rows", Help: "Rollup rows waiting in the durable outbox for the rollup backend.",
+	}, func() float64 { return float64(ob.Depth().Rows) })
+	depthBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_rollup_outbox_bytes", Help: "Bytes of rollup rows waiting in the durable outbox.",
+	}, func() float64 { return float64(ob.Depth().Bytes) })
+	if reg != nil {
+		reg.MustRegister(m.emitted, m.reemitted, m.late, m.duplicates, m.shipped, m.shipErrors, m.dropped, m.windows, depthRows, depthBytes)
+	}
+	return m
+}

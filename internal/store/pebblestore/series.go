@@ -1,0 +1,38 @@
+package pebblestore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicehq/sluice/internal/model"
+)
+
+// Series lists the devices (kind readings) or streams (kind audit) of a
+// tenant that have a partition on day, in byte order, from the catalogue:
+// one key per partition, no row is read.
+func (s *Store) Series(ctx context.Context, tenant string, kind model.Kind, day model.Day) ([]string, error) {
+	prefix := seriesDayCataloguePrefix(nil, model.SeriesDay{Kind: kind, Tenant: tenant, Day: day})
+	prefix = prefix[:len(prefix)-1] // drop the empty series' terminator
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, fmt.Errorf("list series of %s on %s: %w", tenant, day, err)
+	}
+	var out []string
+	for ok := it.First(); ok; ok = it.Next() {
+		rest := it.Key()[len(prefix):]
+		i := bytes.IndexByte(rest, 0)
+		if i < 0 {
+			continue
+		}
+		if name := string(rest[:i]); len(out) == 0 || out[len(out)-1] != name {
+			out = append(out, name)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("list series of %s on %s: %w", tenant, day, err)
+	}
+	return out, nil
+}
