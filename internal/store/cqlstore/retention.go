@@ -74,7 +74,7 @@ func (s *Store) Measure(ctx context.Context, b store.Bucket) (store.BucketSize, 
 			ops = append(ops, func(ctx context.Context) error {
 				var n int64
 				if err := s.query(`SELECT COUNT(*) FROM dead_letters WHERE tenant = ? AND day = ? AND hour = ?`, b.Tenant, dayValue(b.Day), h).
-					WithContext(ctx).Scan(&n); err != nil {
+					ScanContext(ctx, &n); err != nil {
 					return err
 				}
 				rows.Add(n)
