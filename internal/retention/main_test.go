@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,12 +14,15 @@ import (
 
 // The Cassandra tests run against a real server (bash scripts/servers.sh up
 // cassandra) at SLUICE_TEST_CASSANDRA or 127.0.0.1:9042, in a keyspace of
-// their own created by TestMain and dropped at the end. The tests of this
+// their own, created by the first test that needs it and dropped by TestMain
+// at the end. The tests of this
 // package run one after the other and keep apart by tenant names.
 
 var (
-	cqlCfg    cqlstore.Config
-	cqlUsable error // why Cassandra cannot be used; nil when it can
+	cqlCfg     cqlstore.Config
+	cqlOnce    sync.Once
+	cqlUsable  error // why Cassandra cannot be used; nil when it can
+	cqlCreated bool
 )
 
 func cassandraAddr() string {
@@ -28,9 +32,19 @@ func cassandraAddr() string {
 	return "127.0.0.1:9042"
 }
 
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cqlCreated {
+		if err := cqlstore.DropKeyspace(context.Background(), cqlCfg, discard); err != nil {
+			fmt.Fprintln(os.Stderr, "drop test keyspace:", err)
+		}
+	}
+	os.Exit(code)
+}
 
-func testMain(m *testing.M) int {
+// setupCassandra creates the test keyspace the first time a test needs it
+// (unit tests and fuzzing never do).
+func setupCassandra() {
 	cfg := cqlstore.DefaultConfig()
 	cfg.Hosts = []string{cassandraAddr()}
 	cfg.Keyspace = fmt.Sprintf("sluice_retention_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
@@ -41,26 +55,23 @@ func testMain(m *testing.M) int {
 	conn, err := net.DialTimeout("tcp", cassandraAddr(), 2*time.Second)
 	if err != nil {
 		cqlUsable = err
-		return m.Run()
+		return
 	}
 	_ = conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := cqlstore.Migrate(ctx, cfg, discard); err != nil {
 		cqlUsable = fmt.Errorf("migrate: %w", err)
-		return m.Run()
+		return
 	}
-	code := m.Run()
-	if err := cqlstore.DropKeyspace(context.Background(), cfg, discard); err != nil {
-		fmt.Fprintln(os.Stderr, "drop test keyspace:", err)
-	}
-	return code
+	cqlCreated = true
 }
 
 // requireCassandra skips when Cassandra is not usable, or fails under
 // CI=true, where a missing server is an error.
 func requireCassandra(t testing.TB) {
 	t.Helper()
+	cqlOnce.Do(setupCassandra)
 	if cqlUsable == nil {
 		return
 	}
