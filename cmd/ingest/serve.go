@@ -51,11 +51,17 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		}
 	}()
 
+	mqttBuckets(&cfg, logger)
 	sk := sink.New(cfg.Sink, cfg.Buckets, st, logger.With("component", "sink"), reg)
 	ingest := httpingest.New(httpingest.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxDecompressedBytes: cfg.HTTP.MaxDecompressedBytes, Limits: cfg.Limits.Decode(),
 	}, sk, time.Now, logger.With("component", "http"), reg)
 	read := readapi.New(st, time.Now, logger.With("component", "read"))
+	stopMQTT, err := startMQTT(cfg, sk, logger, reg)
+	if err != nil {
+		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
+		return err
+	}
 
 	tokens := make([]server.Token, len(cfg.Auth.Tokens))
 	for i, t := range cfg.Auth.Tokens {
@@ -69,6 +75,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
+		stopMQTT(cfg.HTTP.ShutdownTimeout)
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
 		return fmt.Errorf("listen on %s (http.addr): %w", cfg.HTTP.Addr, err)
 	}
@@ -100,6 +107,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		logger.Error("http shutdown", "err", err)
 	}
 	logger.Info("http server stopped")
+	stopMQTT(cfg.HTTP.ShutdownTimeout)
 	shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
 	return runErr
 }

@@ -69,6 +69,13 @@ type Config struct {
 	// MaxSeriesDays bounds the planner's memory; beyond it, series-days are
 	// forgotten and reloaded from the catalogue when next written.
 	MaxSeriesDays int `mapstructure:"max_series_days"`
+	// Exclusive makes this writer never write sub-bucket 0, which every
+	// writer shares: it fills only split partitions of its own slot. Set it
+	// when several gateways write the same series-days of one store at once
+	// (MQTT shared subscriptions), so that no two planners count rows of, or
+	// write the catalogue entry of, the same partition. It is derived, not
+	// configured.
+	Exclusive bool `mapstructure:"-"`
 }
 
 // DefaultConfig returns the production defaults.
@@ -161,7 +168,10 @@ func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) {
 // ownedBy reports whether this writer may add rows to sub-bucket sub.
 func (p *Planner) ownedBy(sub uint32) bool {
 	w, _, split := SplitSeq(sub)
-	return !split || int(w) == p.cfg.Writer
+	if !split {
+		return !p.cfg.Exclusive
+	}
+	return int(w) == p.cfg.Writer
 }
 
 // evict forgets about a tenth of the series-days. Their state is reloaded
@@ -235,7 +245,7 @@ func (p *Planner) fits(pi model.PartitionInfo, rows, bytes int64) bool {
 // open starts the next partition of this writer: the single partition when
 // the series-day has none, else the next split partition.
 func (p *Planner) open(sd model.SeriesDay, s *seriesDay) error {
-	if len(s.parts) == 0 {
+	if len(s.parts) == 0 && !p.cfg.Exclusive {
 		s.parts = append(s.parts, model.PartitionInfo{Key: sd.Partition(0), State: StateSingle})
 		s.active = 0
 		return nil
