@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/sluicehq/sluice/internal/client"
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/render"
+)
+
+func auditCommand() command {
+	return command{
+		name:     "audit",
+		synopsis: "--stream S [--from T] [--to T] [--limit N] [--cursor C] [--all [--max-rows N]] [--format table|csv|json]",
+		summary:  "list a stream's audit events in a time range, oldest first",
+		about:    "Attributes are shown as compact JSON.\n\n" + timeHelp,
+		examples: []string{
+			"query audit --stream billing-api --from -7d --format json",
+		},
+		flags: func(fs *flagSet, e *env) func(context.Context) error {
+			stream := fs.String("stream", "", "audit stream `NAME` (required)")
+			rf := addRangeFlags(fs)
+			formatFlag := addFormatFlag(fs)
+			conn := addConnFlags(fs)
+			return func(ctx context.Context) error {
+				if *stream == "" {
+					return fs.usagef("--stream is required")
+				}
+				rng, err := rf.resolve(fs)
+				if err != nil {
+					return err
+				}
+				f, err := parseFormat(fs, *formatFlag)
+				if err != nil {
+					return err
+				}
+				c, err := conn.client(fs)
+				if err != nil {
+					return err
+				}
+				q := client.AuditQuery{Stream: *stream, Range: rng}
+				var es []model.AuditEvent
+				var next string
+				if rf.all {
+					rows := func(p client.AuditPage) ([]model.AuditEvent, string) { return p.Events, p.NextCursor }
+					es, next, err = fetchAll(e, c.AuditPages(ctx, q), q.Cursor, rows, rf.maxRows)
+				} else {
+					var page client.AuditPage
+					page, err = c.Audit(ctx, q)
+					es, next = page.Events, page.NextCursor
+				}
+				if err != nil {
+					return err
+				}
+				return e.print(f, result{
+					table: func() render.Table { return render.AuditTable(es) },
+					json:  func(w io.Writer, next string) error { return render.AuditJSON(w, es, next) },
+					next:  next,
+				})
+			}
+		},
+	}
+}

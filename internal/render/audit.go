@@ -1,0 +1,69 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+
+	"github.com/sluicehq/sluice/internal/model"
+)
+
+// AuditTable lays events out with columns ts, event_id, actor, action,
+// resource, outcome and attributes (compact JSON). The stream is left out:
+// every query names exactly one.
+func AuditTable(es []model.AuditEvent) Table {
+	t := Table{Columns: []Column{
+		{Name: "ts"}, {Name: "event_id"}, {Name: "actor"}, {Name: "action"},
+		{Name: "resource"}, {Name: "outcome"}, {Name: "attributes"},
+	}}
+	t.Rows = make([][]string, len(es))
+	for i, e := range es {
+		t.Rows[i] = []string{Time(e.TS), e.EventID, e.Actor, e.Action, e.Resource, e.Outcome, compactJSON(e.Attributes)}
+	}
+	return t
+}
+
+// compactJSON returns raw without insignificant blanks, or as it is if it is
+// not valid JSON.
+func compactJSON(raw []byte) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// eventJSON is an audit event as the read API writes it.
+type eventJSON struct {
+	EventID    string          `json:"event_id"`
+	Stream     string          `json:"stream"`
+	TS         string          `json:"ts"`
+	Actor      string          `json:"actor,omitempty"`
+	Action     string          `json:"action"`
+	Resource   string          `json:"resource,omitempty"`
+	Outcome    string          `json:"outcome,omitempty"`
+	Attributes json.RawMessage `json:"attributes,omitempty"`
+}
+
+type eventsJSON struct {
+	Events     []eventJSON `json:"events"`
+	NextCursor string      `json:"next_cursor,omitempty"`
+}
+
+// AuditJSON writes the read API's audit object: {"events": [...],
+// "next_cursor": next}, the cursor left out when next is empty.
+func AuditJSON(w io.Writer, es []model.AuditEvent, next string) error {
+	out := eventsJSON{Events: make([]eventJSON, len(es)), NextCursor: next}
+	for i, e := range es {
+		var attrs json.RawMessage
+		if len(e.Attributes) > 0 && json.Valid(e.Attributes) {
+			attrs = e.Attributes
+		}
+		out.Events[i] = eventJSON{EventID: e.EventID, Stream: e.Stream, TS: Time(e.TS), Actor: e.Actor,
+			Action: e.Action, Resource: e.Resource, Outcome: e.Outcome, Attributes: attrs}
+	}
+	return writeJSON(w, out)
+}

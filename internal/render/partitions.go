@@ -1,0 +1,76 @@
+package render
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/sluicehq/sluice/internal/model"
+)
+
+// PartitionsTable lays catalogue entries out with columns sub_bucket, state,
+// closed, rows, bytes, size (bytes for people; text only), min_ts and max_ts.
+// Kind, series and day are left out: every query names exactly one of each.
+func PartitionsTable(ps []model.PartitionInfo) Table {
+	t := Table{Columns: []Column{
+		{Name: "sub_bucket", Right: true}, {Name: "state"}, {Name: "closed"},
+		{Name: "rows", Right: true}, {Name: "bytes", Right: true}, {Name: "size", Right: true, TextOnly: true},
+		{Name: "min_ts"}, {Name: "max_ts"},
+	}}
+	t.Rows = make([][]string, len(ps))
+	for i, p := range ps {
+		t.Rows[i] = []string{
+			strconv.FormatUint(uint64(p.Key.Sub), 10), p.State, strconv.FormatBool(p.Closed),
+			strconv.FormatInt(p.Rows, 10), strconv.FormatInt(p.Bytes, 10), Bytes(p.Bytes),
+			Time(p.MinTS), Time(p.MaxTS),
+		}
+	}
+	return t
+}
+
+// PartitionsTotal writes one line summing ps, for under a partitions table:
+// "total: 2 partitions, 1 open, 123 rows, 4567 bytes (4.5 KiB)".
+func PartitionsTotal(w io.Writer, ps []model.PartitionInfo) error {
+	var rows, bytes int64
+	open := 0
+	for _, p := range ps {
+		rows += p.Rows
+		bytes += p.Bytes
+		if !p.Closed {
+			open++
+		}
+	}
+	noun := "partitions"
+	if len(ps) == 1 {
+		noun = "partition"
+	}
+	_, err := fmt.Fprintf(w, "total: %d %s, %d open, %d rows, %d bytes (%s)\n", len(ps), noun, open, rows, bytes, Bytes(bytes))
+	return err
+}
+
+// partitionJSON is a catalogue entry as the read API writes it.
+type partitionJSON struct {
+	Kind      string `json:"kind"`
+	Series    string `json:"series"`
+	Day       string `json:"day"`
+	SubBucket uint32 `json:"sub_bucket"`
+	State     string `json:"state"`
+	Closed    bool   `json:"closed"`
+	Rows      int64  `json:"rows"`
+	Bytes     int64  `json:"bytes"`
+	MinTS     string `json:"min_ts"`
+	MaxTS     string `json:"max_ts"`
+}
+
+// PartitionsJSON writes the read API's partitions object: {"partitions": [...]}.
+func PartitionsJSON(w io.Writer, ps []model.PartitionInfo) error {
+	out := struct {
+		Partitions []partitionJSON `json:"partitions"`
+	}{Partitions: make([]partitionJSON, len(ps))}
+	for i, p := range ps {
+		out.Partitions[i] = partitionJSON{Kind: p.Key.Kind.String(), Series: p.Key.Series, Day: p.Key.Day.String(),
+			SubBucket: p.Key.Sub, State: p.State, Closed: p.Closed, Rows: p.Rows, Bytes: p.Bytes,
+			MinTS: Time(p.MinTS), MaxTS: Time(p.MaxTS)}
+	}
+	return writeJSON(w, out)
+}
