@@ -71,6 +71,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		PostReadings: ingest.Readings, PostAudit: ingest.Audit,
 		GetReadings: read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		Extra:   map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.DeadLetters(st, time.Now, logger.With("component", "read"))},
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)

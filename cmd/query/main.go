@@ -69,6 +69,7 @@ func commands() []command {
 		readingsCommand(),
 		auditCommand(),
 		partitionsCommand(),
+		deadLettersCommand(),
 	}
 }
 
