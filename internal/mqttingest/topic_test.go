@@ -10,9 +10,9 @@ import (
 
 func TestTemplate(t *testing.T) {
 	tests := []struct {
-		tmpl, topic          string
-		tenant, device, err  string
-		filter               string
+		tmpl, topic         string
+		tenant, device, err string
+		filter              string
 	}{
 		{tmpl: "devices/{device_id}/readings", topic: "devices/pump-17/readings", device: "pump-17", filter: "devices/+/readings"},
 		{tmpl: "tenants/{tenant}/devices/{device_id}/readings", topic: "tenants/acme/devices/p1/readings", tenant: "acme", device: "p1", filter: "tenants/+/devices/+/readings"},
