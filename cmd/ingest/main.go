@@ -1,5 +1,6 @@
 // Command ingest runs the Sluice gateway: `ingest` (or `ingest serve`)
-// starts it; `ingest check-config` validates the configuration and exits.
+// starts it; `ingest migrate` creates the Cassandra schema; `ingest
+// check-config` validates the configuration and exits.
 package main
 
 import (
@@ -34,10 +35,12 @@ func main() {
 
 type usageError struct{ error }
 
-const usage = `Usage: ingest [command] [--config FILE]
+const usage = `Usage: ingest [command] [--config FILE] [--migrate]
 
 Commands:
-  serve          run the gateway (the default)
+  serve          run the gateway (the default); --migrate creates the
+                 Cassandra schema first
+  migrate        create the Cassandra keyspace and tables if missing (idempotent)
   check-config   load and validate the configuration, print it, and exit
 
 Configuration comes from --config FILE (or SLUICE_CONFIG), else ./configs/ingest.yaml
@@ -54,6 +57,7 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	cfgFile := fs.String("config", lookup(env, "SLUICE_CONFIG"), "configuration file (YAML)")
+	doMigrate := fs.Bool("migrate", false, "serve: create the Cassandra schema first (as ingest migrate)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -70,7 +74,14 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) erro
 	switch cmd {
 	case "serve":
 		logger := newLogger(cfg.Log, stderr)
+		if *doMigrate {
+			if err := migrate(ctx, cfg, logger); err != nil {
+				return err
+			}
+		}
 		return serve(ctx, cfg, file, logger, nil)
+	case "migrate":
+		return migrate(ctx, cfg, newLogger(cfg.Log, stderr))
 	case "check-config":
 		if file == "" {
 			file = "(built-in defaults)"

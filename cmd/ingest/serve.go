@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,7 +19,6 @@ import (
 	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/internal/sink"
-	"github.com/sluicehq/sluice/internal/store/pebblestore"
 )
 
 // serve runs the gateway until ctx is cancelled, then shuts down in reverse
@@ -39,7 +39,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	st, err := pebblestore.Open(cfg.DataDir, pebblestore.Options{CacheBytes: cfg.Store.Pebble.CacheBytes}, logger)
+	st, err := openBackend(ctx, &cfg, logger, reg)
 	if err != nil {
 		return err
 	}
@@ -67,11 +67,18 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	for i, t := range cfg.Auth.Tokens {
 		tokens[i] = server.Token{Token: t.Token, Tenant: t.Tenant}
 	}
+	var stopping atomic.Bool // readiness: false once shutdown begins
 	h := server.Handler(tokens, server.Routes{
 		PostReadings: ingest.Readings, PostAudit: ingest.Audit,
 		GetReadings: read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Extra:   map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.DeadLetters(st, time.Now, logger.With("component", "read"))},
+		Ready: func() error {
+			if stopping.Load() {
+				return errors.New("shutting down")
+			}
+			return nil
+		},
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
@@ -98,6 +105,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	var runErr error
 	select {
 	case <-ctx.Done():
+		stopping.Store(true)
 		logger.Info("shutting down: stop accepting requests, finish those in progress")
 	case err := <-serveErr:
 		runErr = fmt.Errorf("http server: %w", err)

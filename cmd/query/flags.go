@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -90,6 +91,9 @@ func writeCommandHelp(w io.Writer, fs *flagSet) {
 type connFlags struct {
 	url, token string
 	timeout    time.Duration
+	// Direct mode (direct.go): read Cassandra without a gateway.
+	direct         bool
+	tenant, config string
 }
 
 func addConnFlags(fs *flagSet) *connFlags {
@@ -97,6 +101,9 @@ func addConnFlags(fs *flagSet) *connFlags {
 	fs.StringVar(&c.url, "url", "", "gateway `URL` (env SLUICE_URL; default "+defaultURL+")")
 	fs.StringVar(&c.token, "token", "", "bearer `TOKEN`; it selects the tenant (env SLUICE_TOKEN)")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "timeout of each HTTP request, a `DURATION` such as 30s or 2m")
+	fs.BoolVar(&c.direct, "direct", false, "read Cassandra directly, without a gateway, as configured by the gateway's configuration (--config, SLUICE_STORE_*)")
+	fs.StringVar(&c.tenant, "tenant", "", "with --direct, the `TENANT` to read")
+	fs.StringVar(&c.config, "config", "", "with --direct, the gateway configuration `FILE` (default ./configs/ingest.yaml if present; env SLUICE_* apply)")
 	return c
 }
 
@@ -104,6 +111,19 @@ func addConnFlags(fs *flagSet) *connFlags {
 // and returns a client. Busy answers are retried with a note on stderr.
 func (c *connFlags) client(fs *flagSet) (*client.Client, error) {
 	e := fs.e
+	if c.direct {
+		if c.tenant == "" {
+			return nil, fs.usagef("--direct needs --tenant")
+		}
+		hc, token, err := directHTTP(context.Background(), c.config, c.tenant, c.timeout, os.Stderr)
+		if err != nil {
+			return nil, err
+		}
+		return client.NewClient("http://direct.invalid", token, hc)
+	}
+	if c.tenant != "" || c.config != "" {
+		return nil, fs.usagef("--tenant and --config only apply with --direct")
+	}
 	url := c.url
 	if url == "" {
 		url = e.getenv("SLUICE_URL")

@@ -13,15 +13,32 @@
 // is closed and the series-day moves to state "split": rows go to split
 // partitions opened one after another, each filled to the bound before the
 // next opens. Split ids never collide with the single id (see SubID), so a
-// transition never mixes two schemes in one partition, and the ids of
-// several writers (gateways) never collide either.
+// transition never mixes two schemes in one partition.
+//
+// # Several writers
+//
+// Split ids carry the slot of the writer (gateway) that opened them, and a
+// writer only adds rows to its own splits. The single partition is shared
+// (sub-bucket 0) when one writer owns the store, as with the embedded store.
+// For a store that several gateways write at once (Cassandra), the
+// composition root sets Config.PerWriterSingle: each writer then has its own
+// single partition too (SingleID), so every partition has exactly one
+// writer, whose planner sees every row it holds. The bound then holds with
+// any number of gateways writing one series-day at once, without
+// coordination, and each catalogue entry has one writer, so no gateway
+// overwrites another's counts. The cost: a series-day that k gateways write
+// has up to k single partitions instead of one. Writer 0's single partition
+// is sub-bucket 0 either way.
 //
 // Rows are not routed by timestamp: a late or out-of-order row goes to the
 // partition that is open when it arrives, and the catalogue entry's
 // [MinTS, MaxTS] widens to cover it. Readers select partitions by that range,
-// so they find late rows without scanning. Because every closed partition is
-// full, a series-day with R rows has at most ceil(R/MaxRows) partitions when
-// the row bound binds (ceil(B/MaxBytes)+1 when the byte bound binds first).
+// so they find late rows without scanning. A partition is closed only when
+// the next unit (a reading's cells, or an event) does not fit, so every
+// closed partition is full to within one unit: with units of at most u rows,
+// a series-day with R rows has at most ceil(R/(MaxRows-u+1)) partitions when
+// the row bound binds (ceil(R/MaxRows) for one-row units), and likewise for
+// bytes when the byte bound binds first.
 package buckets
 
 import (
@@ -37,9 +54,10 @@ const (
 	StateSplit  = "split"
 )
 
-// Sub-bucket id layout. Sub-bucket 0 is the single partition of a series-day.
-// A split partition's id is splitFlag | writer<<16 | n, n counting from 1, so
-// ids of different states and different writers are disjoint.
+// Sub-bucket id layout. A single partition's id is writer<<16 (sub-bucket 0
+// for writer 0). A split partition's id is splitFlag | writer<<16 | n, n
+// counting from 1, so ids of different states and different writers are
+// disjoint.
 const (
 	splitFlag   = uint32(1) << 24
 	maxWriter   = 255
@@ -49,6 +67,12 @@ const (
 // SubID returns the sub-bucket id of split partition n (1-based) opened by
 // writer slot w.
 func SubID(w uint8, n int) uint32 { return splitFlag | uint32(w)<<16 | uint32(n) }
+
+// SingleID returns the sub-bucket id of writer slot w's single partition.
+func SingleID(w uint8) uint32 { return uint32(w) << 16 }
+
+// WriterOf returns the slot of the writer that opened sub-bucket sub.
+func WriterOf(sub uint32) uint8 { return uint8(sub >> 16) }
 
 // SplitSeq returns the writer slot and sequence number of a split id; ok is
 // false for the single partition.
@@ -64,18 +88,17 @@ type Config struct {
 	MaxRows  int64 `mapstructure:"max_rows"`  // rows per partition
 	MaxBytes int64 `mapstructure:"max_bytes"` // encoded bytes per partition
 	// Writer is this gateway's slot (0-255). Gateways that write the same
-	// store at once need different slots so their split ids are disjoint.
+	// store at once need different slots so their partitions are disjoint.
 	Writer int `mapstructure:"writer_id"`
 	// MaxSeriesDays bounds the planner's memory; beyond it, series-days are
-	// forgotten and reloaded from the catalogue when next written.
+	// forgotten (at TakeDirty, never between Load and Assign) and reloaded
+	// from the catalogue when next written.
 	MaxSeriesDays int `mapstructure:"max_series_days"`
-	// Exclusive makes this writer never write sub-bucket 0, which every
-	// writer shares: it fills only split partitions of its own slot. Set it
-	// when several gateways write the same series-days of one store at once
-	// (MQTT shared subscriptions), so that no two planners count rows of, or
-	// write the catalogue entry of, the same partition. It is derived, not
-	// configured.
-	Exclusive bool `mapstructure:"-"`
+	// PerWriterSingle gives each writer its own single partition instead of
+	// the shared sub-bucket 0 (see "Several writers" above). It is not a
+	// configuration key: the composition root sets it for stores that
+	// several gateways may write at once.
+	PerWriterSingle bool `mapstructure:"-"`
 }
 
 // DefaultConfig returns the production defaults.
@@ -109,6 +132,7 @@ type seriesDay struct {
 	parts  []model.PartitionInfo // every partition of the series-day, as known
 	active int                   // index in parts of the partition this writer fills, -1 if none
 	maxSeq int                   // highest split sequence number this writer used
+	single bool                  // this writer opened its single partition
 }
 
 // Planner assigns rows to partitions. It is not safe for concurrent use: the
@@ -142,19 +166,22 @@ func (p *Planner) Known(sd model.SeriesDay) bool {
 func (p *Planner) Len() int { return len(p.days) }
 
 // Load installs the catalogue of a series-day, as read from the store. It
-// must be called before the first Assign for that series-day.
+// must be called before the first Assign for that series-day. It never
+// evicts: a caller loads every series-day of a round, then assigns, and a
+// series-day it loaded or found Known must stay loaded until TakeDirty.
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) {
-	if len(p.days) >= p.cfg.MaxSeriesDays {
-		p.evict()
-	}
 	s := &seriesDay{active: -1}
 	s.parts = append(s.parts, parts...)
 	for i, pi := range s.parts {
-		w, n, split := SplitSeq(pi.Key.Sub)
-		if split && int(w) == p.cfg.Writer && n > s.maxSeq {
-			s.maxSeq = n
+		if !p.ownedBy(pi.Key.Sub) {
+			continue
 		}
-		if pi.Closed || !p.ownedBy(pi.Key.Sub) {
+		if _, n, split := SplitSeq(pi.Key.Sub); split && n > s.maxSeq {
+			s.maxSeq = n
+		} else if !split {
+			s.single = true
+		}
+		if pi.Closed {
 			continue
 		}
 		// The open partition of this writer: the single one, or its newest split.
@@ -165,22 +192,27 @@ func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) {
 	p.days[sd] = s
 }
 
-// ownedBy reports whether this writer may add rows to sub-bucket sub.
+// ownedBy reports whether this writer may add rows to sub-bucket sub: its
+// own partitions, and the shared single partition unless PerWriterSingle.
 func (p *Planner) ownedBy(sub uint32) bool {
-	w, _, split := SplitSeq(sub)
-	if !split {
-		return !p.cfg.Exclusive
+	if _, _, split := SplitSeq(sub); !split && !p.cfg.PerWriterSingle {
+		return sub == 0
 	}
-	return int(w) == p.cfg.Writer
+	return int(WriterOf(sub)) == p.cfg.Writer
 }
 
-// evict forgets about a tenth of the series-days. Their state is reloaded
-// from the catalogue on their next write, so forgetting is always safe.
+// evict forgets series-days until at most MaxSeriesDays remain, then about a
+// tenth more, so that it does not run on every round. Their state is
+// reloaded from the catalogue on their next write (after the commits that
+// hold their changes), so forgetting is always safe.
 func (p *Planner) evict() {
-	n := len(p.days)/10 + 1
+	if len(p.days) <= p.cfg.MaxSeriesDays {
+		return
+	}
+	n := len(p.days) - p.cfg.MaxSeriesDays + p.cfg.MaxSeriesDays/10
 	for k := range p.days {
 		delete(p.days, k)
-		if n--; n == 0 {
+		if n--; n <= 0 {
 			return
 		}
 	}
@@ -225,13 +257,15 @@ func (p *Planner) markDirty(s *seriesDay, i int) {
 
 // TakeDirty returns a copy of every catalogue entry changed since the last
 // call, in no particular order, and forgets them. The sink writes them in the
-// same atomic commit as the rows that changed them.
+// same atomic commit as the rows that changed them. It ends a round: when
+// more than MaxSeriesDays series-days are held, it evicts some.
 func (p *Planner) TakeDirty() []model.PartitionInfo {
 	out := make([]model.PartitionInfo, 0, len(p.dirty))
 	for k, d := range p.dirty {
 		out = append(out, d.s.parts[d.i])
 		delete(p.dirty, k)
 	}
+	p.evict()
 	return out
 }
 
@@ -243,11 +277,17 @@ func (p *Planner) fits(pi model.PartitionInfo, rows, bytes int64) bool {
 }
 
 // open starts the next partition of this writer: the single partition when
-// the series-day has none, else the next split partition.
+// it has none yet (the shared one: when the series-day has none at all),
+// else its next split partition.
 func (p *Planner) open(sd model.SeriesDay, s *seriesDay) error {
-	if len(s.parts) == 0 && !p.cfg.Exclusive {
-		s.parts = append(s.parts, model.PartitionInfo{Key: sd.Partition(0), State: StateSingle})
-		s.active = 0
+	if p.cfg.PerWriterSingle && !s.single || !p.cfg.PerWriterSingle && len(s.parts) == 0 {
+		s.single = true
+		sub := uint32(0)
+		if p.cfg.PerWriterSingle {
+			sub = SingleID(uint8(p.cfg.Writer))
+		}
+		s.parts = append(s.parts, model.PartitionInfo{Key: sd.Partition(sub), State: StateSingle})
+		s.active = len(s.parts) - 1
 		return nil
 	}
 	if s.maxSeq >= maxSplitSeq {

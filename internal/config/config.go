@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/mqttingest"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/store/cqlstore"
 )
 
 // Config is the whole gateway configuration.
@@ -82,8 +83,9 @@ func (l Limits) Decode() decode.Limits {
 
 // Store selects and tunes the storage backend.
 type Store struct {
-	Backend string `mapstructure:"backend"`
-	Pebble  Pebble `mapstructure:"pebble"`
+	Backend   string          `mapstructure:"backend"`
+	Pebble    Pebble          `mapstructure:"pebble"`
+	Cassandra cqlstore.Config `mapstructure:"cassandra"`
 }
 
 // Pebble tunes the embedded store.
@@ -114,7 +116,7 @@ func Default() Config {
 		},
 		Buckets: buckets.DefaultConfig(),
 		Sink:    sink.DefaultConfig(),
-		Store:   Store{Backend: "pebble", Pebble: Pebble{CacheBytes: 64 << 20}},
+		Store:   Store{Backend: "pebble", Pebble: Pebble{CacheBytes: 64 << 20}, Cassandra: cqlstore.DefaultConfig()},
 		Log:     Log{Level: "info", Format: "text"},
 		MQTT:    mqttingest.DefaultConfig(),
 	}
@@ -216,6 +218,16 @@ func parseLike(cur any, val string) (any, error) {
 			return nil, fmt.Errorf("%q is not a duration (e.g. 500ms, 30s, 5m)", val)
 		}
 		return d, nil
+	case []string:
+		// A list from the environment: comma-separated, e.g.
+		// SLUICE_STORE_CASSANDRA_HOSTS=10.0.0.1:9042,10.0.0.2:9042.
+		out := []string{}
+		for part := range strings.SplitSeq(val, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+		return out, nil
 	case bool:
 		b, err := strconv.ParseBool(strings.TrimSpace(val))
 		if err != nil {
@@ -352,17 +364,23 @@ func (c Config) Validate() error {
 	if err := c.Buckets.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Buckets.MaxRows < int64(c.Limits.MaxMetrics) {
+	if c.Buckets.MaxRows >= 1 && c.Buckets.MaxRows < int64(c.Limits.MaxMetrics) {
 		bad("buckets.max_rows: must be at least limits.max_metrics (%d), got %d", c.Limits.MaxMetrics, c.Buckets.MaxRows)
 	}
-	if c.Buckets.MaxBytes < int64(c.Limits.MaxAttributesBytes)*4 {
+	if c.Buckets.MaxBytes >= 64<<10 && c.Buckets.MaxBytes < int64(c.Limits.MaxAttributesBytes)*4 {
 		bad("buckets.max_bytes: must be at least 4 x limits.max_attributes_bytes (%d), got %d", c.Limits.MaxAttributesBytes*4, c.Buckets.MaxBytes)
 	}
 	if err := c.Sink.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Store.Backend != "pebble" {
-		bad("store.backend: %q is not supported (allowed: pebble)", c.Store.Backend)
+	switch c.Store.Backend {
+	case "pebble":
+	case "cassandra":
+		if err := c.Store.Cassandra.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	default:
+		bad("store.backend: %q is not supported (allowed: pebble, cassandra)", c.Store.Backend)
 	}
 	if c.Store.Pebble.CacheBytes < 1<<20 {
 		bad("store.pebble.cache_bytes: must be at least 1048576, got %d", c.Store.Pebble.CacheBytes)

@@ -69,6 +69,33 @@ func TestEnvironmentOverrides(t *testing.T) {
 	}
 }
 
+func TestCassandraFromEnvironment(t *testing.T) {
+	t.Chdir(t.TempDir())
+	got, _, err := Load("", []string{
+		"SLUICE_STORE_BACKEND=cassandra",
+		"SLUICE_STORE_CASSANDRA_HOSTS=127.0.0.1:9042, 10.0.0.2 ,",
+		"SLUICE_STORE_CASSANDRA_WRITE_CONSISTENCY=QUORUM",
+		"SLUICE_STORE_CASSANDRA_REPLICATION_FACTOR=1",
+		"SLUICE_STORE_CASSANDRA_TLS_ENABLED=true",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.Store.Backend = "cassandra"
+	want.Store.Cassandra.Hosts = []string{"127.0.0.1:9042", "10.0.0.2"}
+	want.Store.Cassandra.WriteConsistency = "QUORUM"
+	want.Store.Cassandra.ReplicationFactor = 1
+	want.Store.Cassandra.TLS.Enabled = true
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	_, _, err = Load("", []string{"SLUICE_STORE_BACKEND=cassandra", "SLUICE_STORE_CASSANDRA_HOSTS= , "})
+	if err == nil || !strings.Contains(err.Error(), "store.cassandra.hosts: at least one") {
+		t.Errorf("empty host list: err = %v", err)
+	}
+}
+
 func TestFileOverridesAndEnvWins(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "c.yaml")

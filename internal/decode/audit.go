@@ -67,6 +67,7 @@ func (d *decoder) audit(e *model.AuditEvent) error {
 		default:
 			return d.unknownField(k)
 		}
+		d.field = ""
 		if empty, err = d.next(); err != nil {
 			return err
 		}

@@ -285,7 +285,9 @@ func putDecoder(d *decoder) {
 
 // estimateRows guesses the number of rows with one SIMD pass: the lines of
 // NDJSON, or the objects of JSON divided by objPerRow (readings hold a
-// metrics object). Appending corrects a low guess.
+// metrics object). Appending corrects a low guess; a high one is capped by
+// the smallest possible row, so a hostile body cannot make the guess cost
+// much more memory than the body.
 func (d *decoder) estimateRows(f Format, objPerRow int) int {
 	var n int
 	if f == FormatNDJSON {
@@ -293,8 +295,12 @@ func (d *decoder) estimateRows(f Format, objPerRow int) int {
 	} else {
 		n = bytes.Count(d.buf, []byte{'{'})/objPerRow + 1
 	}
-	return min(n, d.lim.MaxRows)
+	return min(n, len(d.buf)/minRowBytes+1, d.lim.MaxRows)
 }
+
+// minRowBytes is about the size of the smallest valid row,
+// {"ts":0,"metrics":{"a":0}} (a reading whose device is in the topic).
+const minRowBytes = 24
 
 // frame splits the body into rows and calls each with d.pos at the opening
 // brace of a row object and d.end at the end of the JSON value's window (the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,13 +110,13 @@ func TestReadings(t *testing.T) {
 		{name: "array trailing comma", body: "[" + ok + ",]", err: &wantErr{row: 1, reason: "invalid character ']', expected a JSON object"}},
 		{name: "array missing comma", body: "[" + ok + " " + ok + "]", err: &wantErr{row: 0, reason: "expected ',' or ']'"}},
 		{name: "array unterminated", body: "[" + ok, err: &wantErr{row: 0, reason: "unexpected end of input"}},
-		{name: "data after array", body: "[" + ok + "] x", err: &wantErr{row: 0, reason: "offset 108: unexpected data after the JSON array"}},
-		{name: "data after object", body: ok + " {}", err: &wantErr{reason: "offset 107: unexpected data after the JSON object"}},
+		{name: "data after array", body: "[" + ok + "] x", err: &wantErr{row: 0, reason: fmt.Sprintf("offset %d: unexpected data after the JSON array", len(ok)+3)}},
+		{name: "data after object", body: ok + " {}", err: &wantErr{reason: fmt.Sprintf("offset %d: unexpected data after the JSON object", len(ok)+1)}},
 		{name: "two objects in json", body: ok + "\n" + ok, err: &wantErr{reason: "unexpected data after the JSON object"}},
 		{name: "ndjson line numbers", body: "\n" + ok + "\n\n" + row("b", `"x"`) + "\n", ndjson: true, err: &wantErr{row: 1, line: 4, field: "ts", reason: "must be RFC 3339 or integer epoch milliseconds"}},
 		{name: "ndjson array line", body: ok + "\n[" + ok + "]\n", ndjson: true, err: &wantErr{row: 1, line: 2, reason: "must be a JSON object, got array"}},
 		{name: "ndjson data after object", body: ok + " 1\n", ndjson: true, err: &wantErr{line: 1, reason: "unexpected data after the JSON object on this line"}},
-		{name: "ndjson object across lines", body: "{\"device_id\":\"a\",\n\"ts\":1,\"metrics\":{\"v\":1}}\n", ndjson: true, err: &wantErr{line: 1, reason: "offset 16: unexpected end of line, expected a string key"}},
+		{name: "ndjson object across lines", body: "{\"device_id\":\"a\",\n\"ts\":1,\"metrics\":{\"v\":1}}\n", ndjson: true, err: &wantErr{line: 1, reason: "offset 17: unexpected end of line, expected a string key"}},
 		{name: "ndjson garbage line", body: ok + "\nnope\n", ndjson: true, err: &wantErr{row: 1, line: 2, reason: "invalid character 'n', expected a JSON object"}},
 		{name: "ndjson bad char line", body: ok + "\n#x\n", ndjson: true, err: &wantErr{row: 1, line: 2, reason: "invalid character '#', expected a JSON object"}},
 
@@ -138,6 +139,8 @@ func TestReadings(t *testing.T) {
 		{name: "number lone minus", body: `{"ts":-}`, err: &wantErr{field: "ts", reason: "expected a digit"}},
 		{name: "number plus", body: `{"ts":+1}`, err: &wantErr{field: "ts", reason: "expected a value"}},
 		{name: "unknown field", body: `{"device_id":"a","temp":1}`, err: &wantErr{field: "temp", reason: "unknown field"}},
+		{name: "unknown field with escapes", body: `{"\b\f\n\r\t\"\\\/\u00C9\uD83D\uDE00":1}`, err: &wantErr{field: "\b\f\n\r\t\"\\/É😀", reason: "unknown field"}},
+		{name: "unknown field long", body: `{"` + strings.Repeat("k", 100) + `":1}`, err: &wantErr{field: strings.Repeat("k", 64), reason: "unknown field"}},
 		{name: "unknown field escaped", body: `{"Device_id":"a"}`, err: &wantErr{field: "Device_id", reason: "unknown field"}},
 		{name: "empty object", body: `{}`, err: &wantErr{field: "device_id", reason: "is required"}},
 		{name: "duplicate field", body: `{"ts":1,"ts":2}`, err: &wantErr{field: "ts", reason: "duplicate field"}},
@@ -145,7 +148,7 @@ func TestReadings(t *testing.T) {
 
 		// device_id.
 		{name: "device charset", body: row("Az09_.:-", "1"), want: []model.Reading{v1("Az09_.:-", 1)}},
-		{name: "device escaped", body: row(`d\u0065v`, "1"), want: []model.Reading{v1("dev", 1)}},
+		{name: "device escaped", body: `{"device_id":"d\u0065v","ts":1,"metrics":{"v":1}}`, want: []model.Reading{v1("dev", 1)}},
 		{name: "device max length", body: row(strings.Repeat("a", 128), "1"), want: []model.Reading{v1(strings.Repeat("a", 128), 1)}},
 		{name: "device missing", body: `{"ts":1,"metrics":{"v":1}}`, err: &wantErr{field: "device_id", reason: "is required"}},
 		{name: "device empty", body: row("", "1"), err: &wantErr{field: "device_id", reason: "must not be empty"}},
@@ -383,6 +386,23 @@ func TestReadingsArenaChunks(t *testing.T) {
 			t.Errorf("%s readings (-want +got):\n%s", f, diff)
 		}
 	}
+}
+
+func TestConcurrentDecoders(t *testing.T) {
+	body := []byte(strings.Repeat(row("a", "1")+"\n", 50))
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				got, err := Readings(body, FormatNDJSON, testNow, DefaultLimits(), Options{})
+				if err != nil || len(got) != 50 || got[49].DeviceID != "a" {
+					t.Errorf("got %d readings, %v", len(got), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestInternTable(t *testing.T) {

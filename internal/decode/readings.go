@@ -110,6 +110,7 @@ func (d *decoder) reading(r *model.Reading, device string) error {
 		default:
 			return d.unknownField(k)
 		}
+		d.field = ""
 		if empty, err = d.next(); err != nil {
 			return err
 		}
@@ -235,7 +236,9 @@ func (d *decoder) keepMetrics(ms []model.Metric) []model.Metric {
 		// Start a new chunk sized by the metrics per row seen so far;
 		// readings already decoded keep the old one.
 		perRow := (d.nMetrics + len(ms) + d.rows) / (d.rows + 1)
-		n := max(len(ms), perRow*d.estimateLeft(), 64)
+		n := perRow * d.estimateLeft()
+		// A metric takes at least 6 bytes ("a":0,).
+		n = max(len(ms), min(n, (len(d.buf)-d.pos)/6), 64)
 		d.arena = make([]model.Metric, 0, n)
 	}
 	d.nMetrics += len(ms)

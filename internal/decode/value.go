@@ -197,28 +197,21 @@ func parseFloat(lit []byte) (float64, string) {
 		i++
 	}
 	var mant uint64
-	nd, scale := 0, 0
-	frac := false
-	for ; i < len(lit); i++ {
-		c := lit[i]
-		if c == '.' {
-			frac = true
-			continue
-		}
-		if !isDigit(c) {
-			break
-		}
-		mant = mant*10 + uint64(c-'0')
-		nd++
-		if frac {
-			scale++
-		}
+	n0 := i
+	for ; i < len(lit) && isDigit(lit[i]); i++ {
+		mant = mant*10 + uint64(lit[i]-'0')
 	}
-	if i == len(lit) && nd <= 15 {
-		div := uint64(1)
-		for range scale {
+	nd, div := i-n0, uint64(1)
+	if i < len(lit) && lit[i] == '.' {
+		i++
+		f0 := i
+		for ; i < len(lit) && isDigit(lit[i]); i++ {
+			mant = mant*10 + uint64(lit[i]-'0')
 			div *= 10
 		}
+		nd += i - f0
+	}
+	if i == len(lit) && nd <= 15 {
 		f := float64(mant) / float64(div)
 		if neg {
 			f = -f

@@ -125,6 +125,10 @@ func (h *Handler) fail(w http.ResponseWriter, err error) {
 		httpx.Error(w, http.StatusBadRequest, "parameter cursor: "+err.Error())
 		return
 	}
+	if errors.Is(err, reader.ErrBadQuery) {
+		httpx.Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	h.logger.Error("read", "err", err)
 	httpx.Error(w, http.StatusInternalServerError, "read failed: "+err.Error())
 }

@@ -50,6 +50,12 @@ type Query struct {
 	Cursor string
 }
 
+// MaxDays is the longest range a read may span.
+const MaxDays = 3660
+
+// ErrBadQuery is returned for a query out of bounds (limit, range).
+var ErrBadQuery = errors.New("invalid query")
+
 // ErrBadCursor is returned for a cursor that does not decode or belongs to
 // another query.
 var ErrBadCursor = errors.New("invalid cursor")
@@ -59,11 +65,18 @@ type cursor struct {
 	Kind   string `json:"k"`
 	Series string `json:"s"`
 	TS     int64  `json:"t"`
-	Key    string `json:"p"`
+	Key    string `json:"p,omitempty"`
+	// End means "after every key of TS" (lastKey, which is not valid UTF-8
+	// and so cannot travel as a JSON string).
+	End bool `json:"e,omitempty"`
 }
 
 func encodeCursor(kind model.Kind, series string, pos store.Pos) string {
-	b, _ := json.Marshal(cursor{V: 1, Kind: kind.String(), Series: series, TS: pos.TS, Key: pos.Key})
+	c := cursor{V: 1, Kind: kind.String(), Series: series, TS: pos.TS, Key: pos.Key}
+	if pos.Key == lastKey {
+		c.Key, c.End = "", true
+	}
+	b, _ := json.Marshal(c)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -82,15 +95,26 @@ func decodeCursor(s string, kind model.Kind, series string) (*store.Pos, error) 
 	if c.Kind != kind.String() || c.Series != series {
 		return nil, fmt.Errorf("%w: it belongs to a read of %s %q", ErrBadCursor, c.Kind, c.Series)
 	}
+	if c.End {
+		c.Key = lastKey
+	}
 	return &store.Pos{TS: c.TS, Key: c.Key}, nil
 }
 
 func (q Query) check(kind model.Kind) (*store.Pos, error) {
 	if q.Limit < 1 || q.Limit > MaxLimit {
-		return nil, fmt.Errorf("limit must be 1..%d, got %d", MaxLimit, q.Limit)
+		return nil, fmt.Errorf("%w: limit must be 1..%d, got %d", ErrBadQuery, MaxLimit, q.Limit)
 	}
 	if q.To <= q.From {
-		return nil, fmt.Errorf("to (%d) must be after from (%d)", q.To, q.From)
+		return nil, fmt.Errorf("%w: to (%d) must be after from (%d)", ErrBadQuery, q.To, q.From)
+	}
+	// Each day of the range costs one catalogue read, so the span is bounded.
+	const year10000 = 253402300800000 // ms; keeps day numbers far from overflow
+	if q.From < -year10000 || q.To > year10000 {
+		return nil, fmt.Errorf("%w: the range must lie within years -9999..9999", ErrBadQuery)
+	}
+	if days := (q.To - q.From) / model.MillisPerDay; days > MaxDays {
+		return nil, fmt.Errorf("%w: the range may span at most %d days, got %d", ErrBadQuery, MaxDays, days)
 	}
 	return decodeCursor(q.Cursor, kind, q.Series)
 }
@@ -246,7 +270,9 @@ func mergeDay[T any](ctx context.Context, parts []model.PartitionInfo, rng store
 		return len(rows) > 0, nil
 	}
 	for _, pi := range parts {
-		if !pi.Overlaps(rng.From, rng.To) {
+		// A partition whose rows all lie before the cursor has nothing for
+		// this page: skip it rather than issue a scan that returns nothing.
+		if !pi.Overlaps(rng.From, rng.To) || (rng.After != nil && pi.MaxTS < rng.After.TS) {
 			continue
 		}
 		src := &source[T]{pk: pi.Key, rng: rng}

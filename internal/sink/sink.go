@@ -18,6 +18,13 @@
 //     of a batch is answered with the batch's result, and its budget freed.
 //
 // A request's rows never span two batches, so a request is all-or-nothing.
+//
+// Two orderings are kept between batches in flight. A batch that carries a
+// catalogue entry also carried by an earlier batch still being committed is
+// committed only after that one, so the entry in the store is never replaced
+// by an older copy. A request whose audit event was skipped because an
+// earlier batch in flight holds the same event_id is answered only once that
+// batch is durable, and with its error if it failed.
 package sink
 
 import (
@@ -25,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,7 +65,7 @@ type Config struct {
 
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
-	return Config{BatchRows: 20_000, Linger: 2 * time.Millisecond, QueueRows: 1_000_000, AdmissionTimeout: time.Second, Commits: 2}
+	return Config{BatchRows: 4_000, Linger: 0, QueueRows: 1_000_000, AdmissionTimeout: time.Second, Commits: 4}
 }
 
 // Validate reports every bad setting.
@@ -117,12 +125,18 @@ type pending struct {
 	rows   int
 	weight int64
 	done   chan error
+	// dupOf holds the batches in flight that hold audit events this request
+	// skipped as duplicates: the request succeeds only if they do.
+	dupOf []*batch
 }
 
 type batch struct {
 	b       store.Batch
 	waiters []*pending
 	ids     []store.AuditID
+	after   []*batch      // batches in flight with a catalogue entry of this one
+	done    chan struct{} // closed once committed or failed; err is then set
+	err     error
 }
 
 // Sink is the write pipeline. Create it with New, stop it with Close.
@@ -136,10 +150,13 @@ type Sink struct {
 	budget *semaphore.Weighted
 	in     chan *pending
 
-	mu       sync.Mutex // guards closed, sends and inflight
+	mu       sync.Mutex // guards closed, sends, inflight and catalogue
 	closed   bool
 	sends    sync.WaitGroup
-	inflight map[store.AuditID]struct{} // audit ids in batches not yet committed
+	inflight map[store.AuditID]*batch // audit ids in batches not yet committed
+	// catalogue maps a partition to the last batch not yet committed that
+	// carries its catalogue entry.
+	catalogue map[model.PartitionKey]*batch
 
 	commits   chan *batch
 	commitsWG sync.WaitGroup // committers running
@@ -150,16 +167,17 @@ type Sink struct {
 // New starts a sink writing to st.
 func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg prometheus.Registerer) *Sink {
 	s := &Sink{
-		cfg:      cfg,
-		st:       st,
-		planner:  buckets.New(bcfg),
-		logger:   logger,
-		m:        newMetrics(reg),
-		budget:   semaphore.NewWeighted(int64(cfg.QueueRows)),
-		in:       make(chan *pending, 4096),
-		inflight: make(map[store.AuditID]struct{}),
-		commits:  make(chan *batch),
-		done:     make(chan struct{}),
+		cfg:       cfg,
+		st:        st,
+		planner:   buckets.New(bcfg),
+		logger:    logger,
+		m:         newMetrics(reg),
+		budget:    semaphore.NewWeighted(int64(cfg.QueueRows)),
+		in:        make(chan *pending, 4096),
+		inflight:  make(map[store.AuditID]*batch),
+		catalogue: make(map[model.PartitionKey]*batch),
+		commits:   make(chan *batch),
+		done:      make(chan struct{}),
 	}
 	for range cfg.Commits {
 		s.commitsWG.Go(s.committer)
@@ -176,10 +194,7 @@ func (s *Sink) Write(ctx context.Context, req *Request) error {
 	}
 	// A request larger than the whole budget takes all of it and runs alone.
 	weight := min(int64(rows), int64(s.cfg.QueueRows))
-	actx, cancel := context.WithTimeout(ctx, s.cfg.AdmissionTimeout)
-	err := s.budget.Acquire(actx, weight)
-	cancel()
-	if err != nil {
+	if err := s.admit(ctx, weight); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -208,6 +223,24 @@ func (s *Sink) Write(ctx context.Context, req *Request) error {
 		// retries are idempotent.
 		return ctx.Err()
 	}
+}
+
+// admit takes weight from the budget, waiting at most AdmissionTimeout. A
+// zero timeout means "do not wait", not "never admit": a context that is
+// already expired would make Acquire fail even with the budget free.
+func (s *Sink) admit(ctx context.Context, weight int64) error {
+	if s.cfg.AdmissionTimeout <= 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !s.budget.TryAcquire(weight) {
+			return context.DeadlineExceeded
+		}
+		return nil
+	}
+	actx, cancel := context.WithTimeout(ctx, s.cfg.AdmissionTimeout)
+	defer cancel()
+	return s.budget.Acquire(actx, weight)
 }
 
 // Close stops admitting writes, commits everything already admitted and
@@ -246,23 +279,41 @@ func (s *Sink) flusher() {
 		}
 		group := []*pending{first}
 		rows := first.rows
-		timer.Reset(s.cfg.Linger)
 		open := true
-	collect:
+		// Take what is already queued, without waiting.
+	drain:
 		for rows < s.cfg.BatchRows {
 			select {
 			case p, ok := <-s.in:
 				if !ok {
 					open = false
-					break collect
+					break drain
 				}
 				group = append(group, p)
 				rows += p.rows
-			case <-timer.C:
-				break collect
+			default:
+				break drain
 			}
 		}
-		timer.Stop()
+		// Then wait up to Linger for more.
+		if open && rows < s.cfg.BatchRows && s.cfg.Linger > 0 {
+			timer.Reset(s.cfg.Linger)
+		collect:
+			for rows < s.cfg.BatchRows {
+				select {
+				case p, ok := <-s.in:
+					if !ok {
+						open = false
+						break collect
+					}
+					group = append(group, p)
+					rows += p.rows
+				case <-timer.C:
+					break collect
+				}
+			}
+			timer.Stop()
+		}
 		s.plan(group)
 		if !open {
 			return
@@ -304,9 +355,11 @@ func (s *Sink) plan(group []*pending) {
 	}
 	var places []placed
 	var ids []store.AuditID
+	var dupOf []*batch
 	for _, p := range group {
 		places = places[:0]
 		ids = ids[:0]
+		dupOf = dupOf[:0]
 		var err error
 		for i := range p.req.Readings {
 			r := &p.req.Readings[i]
@@ -328,16 +381,21 @@ func (s *Sink) plan(group []*pending) {
 			}
 			e := &p.req.Audit[i]
 			id := store.AuditID{Tenant: p.req.Tenant, Day: model.DayOf(e.TS), EventID: e.EventID}
-			if _, dup := dups[id]; dup {
+			if holder, dup := dups[id]; dup {
 				s.m.auditDuplicates.Inc()
+				if holder != nil {
+					dupOf = append(dupOf, holder)
+				}
 				continue
 			}
-			dups[id] = struct{}{} // a later copy in this group is a duplicate
 			sd := model.SeriesDay{Kind: model.KindAudit, Tenant: p.req.Tenant, Series: e.Stream, Day: model.DayOf(e.TS)}
 			var pk model.PartitionKey
 			if pk, err = s.planner.Assign(sd, e.TS, 1, e.Size()); err != nil {
 				break
 			}
+			// A later copy in this group is a duplicate, stored by this batch.
+			// Only marked once placed: a copy that failed to place is not stored.
+			dups[id] = nil
 			places = append(places, placed{pk, i})
 			ids = append(ids, id)
 		}
@@ -363,15 +421,25 @@ func (s *Sink) plan(group []*pending) {
 			bt.b.DeadLetters = append(bt.b.DeadLetters, dl)
 		}
 		bt.ids = append(bt.ids, ids...)
+		if len(dupOf) > 0 {
+			p.dupOf = append([]*batch(nil), dupOf...)
+		}
 		bt.waiters = append(bt.waiters, p)
 	}
 	bt.b.Catalogue = s.planner.TakeDirty()
 	if len(bt.waiters) == 0 {
 		return
 	}
+	bt.done = make(chan struct{})
 	s.mu.Lock()
 	for _, id := range bt.ids {
-		s.inflight[id] = struct{}{}
+		s.inflight[id] = bt
+	}
+	for _, pi := range bt.b.Catalogue {
+		if prev, ok := s.catalogue[pi.Key]; ok && !slices.Contains(bt.after, prev) {
+			bt.after = append(bt.after, prev)
+		}
+		s.catalogue[pi.Key] = bt
 	}
 	s.mu.Unlock()
 	s.pendingWG.Add(1)
@@ -416,17 +484,17 @@ func (s *Sink) loadSeriesDays(ctx context.Context, group []*pending) error {
 }
 
 // auditDuplicates returns the audit ids of the group that are already
-// stored or in a batch being committed.
-func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store.AuditID]struct{}, error) {
-	dups := make(map[store.AuditID]struct{})
+// stored (mapped to nil) or in a batch being committed (mapped to it).
+func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store.AuditID]*batch, error) {
+	dups := make(map[store.AuditID]*batch)
 	var ids []store.AuditID
 	s.mu.Lock()
 	for _, p := range group {
 		for i := range p.req.Audit {
 			e := &p.req.Audit[i]
 			id := store.AuditID{Tenant: p.req.Tenant, Day: model.DayOf(e.TS), EventID: e.EventID}
-			if _, ok := s.inflight[id]; ok {
-				dups[id] = struct{}{}
+			if bt, ok := s.inflight[id]; ok {
+				dups[id] = bt
 				continue
 			}
 			ids = append(ids, id)
@@ -442,7 +510,7 @@ func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store
 	}
 	for i, ok := range seen {
 		if ok {
-			dups[ids[i]] = struct{}{}
+			dups[ids[i]] = nil
 		}
 	}
 	return dups, nil
@@ -450,6 +518,12 @@ func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store
 
 func (s *Sink) committer() {
 	for bt := range s.commits {
+		// An earlier batch in flight carries an older copy of one of this
+		// batch's catalogue entries: let it land first. It is already with a
+		// committer (the hand-off is unbuffered), so this never deadlocks.
+		for _, prev := range bt.after {
+			<-prev.done
+		}
 		start := time.Now()
 		err := s.st.Commit(context.Background(), &bt.b)
 		s.m.commitSeconds.Observe(time.Since(start).Seconds())
@@ -467,14 +541,39 @@ func (s *Sink) committer() {
 		}
 		s.mu.Lock()
 		for _, id := range bt.ids {
-			delete(s.inflight, id)
+			if s.inflight[id] == bt {
+				delete(s.inflight, id)
+			}
+		}
+		for _, pi := range bt.b.Catalogue {
+			if s.catalogue[pi.Key] == bt {
+				delete(s.catalogue, pi.Key)
+			}
 		}
 		s.mu.Unlock()
+		bt.err = err
+		close(bt.done)
 		for _, p := range bt.waiters {
-			s.finish(p, err)
+			s.finish(p, dupResult(p, err))
 		}
 		s.pendingWG.Done()
 	}
+}
+
+// dupResult is the answer to a request of a batch that committed with err:
+// if err is nil, the request still fails when a batch holding an audit event
+// it skipped as a duplicate failed, since that event is then not stored.
+func dupResult(p *pending, err error) error {
+	if err != nil {
+		return err
+	}
+	for _, d := range p.dupOf {
+		<-d.done
+		if d.err != nil {
+			return fmt.Errorf("audit event with the same event_id in a concurrent request not stored: %w", d.err)
+		}
+	}
+	return nil
 }
 
 func (s *Sink) finish(p *pending, err error) {

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/reader"
+	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/store/cqlstore"
+	"github.com/sluicehq/sluice/internal/store/pebblestore"
+)
+
+// backend is what the gateway uses of a storage backend.
+type backend interface {
+	sink.Store
+	reader.Store
+	Close() error
+}
+
+// startupTimeout bounds how long start-up waits for Cassandra to answer.
+const startupTimeout = 2 * time.Minute
+
+// openBackend opens the configured store. For Cassandra it also tells the
+// bucket planner that several gateways may share the store (see
+// buckets.Config.PerWriterSingle).
+func openBackend(ctx context.Context, cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (backend, error) {
+	switch cfg.Store.Backend {
+	case "cassandra":
+		cfg.Buckets.PerWriterSingle = true
+		ctx, cancel := context.WithTimeout(ctx, startupTimeout)
+		defer cancel()
+		st, err := cqlstore.Open(ctx, cfg.Store.Cassandra, logger.With("component", "cassandra"), reg)
+		if err != nil {
+			return nil, fmt.Errorf("open cassandra store (did you run `ingest migrate`?): %w", err)
+		}
+		logger.Info("cassandra store open", "hosts", cfg.Store.Cassandra.Hosts, "keyspace", cfg.Store.Cassandra.Keyspace,
+			"local_dc", cfg.Store.Cassandra.LocalDC, "write_consistency", cfg.Store.Cassandra.WriteConsistency)
+		return st, nil
+	default:
+		return pebblestore.Open(cfg.DataDir, pebblestore.Options{CacheBytes: cfg.Store.Pebble.CacheBytes}, logger)
+	}
+}
+
+// migrate creates the Cassandra keyspace and tables if they do not exist.
+// The embedded store needs no migration.
+func migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	if cfg.Store.Backend != "cassandra" {
+		logger.Info("nothing to migrate: the embedded store creates itself", "backend", cfg.Store.Backend)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	return cqlstore.Migrate(ctx, cfg.Store.Cassandra, logger.With("component", "cassandra"))
+}

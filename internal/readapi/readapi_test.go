@@ -1,0 +1,67 @@
+package readapi_test
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/readapi"
+	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/internal/store/pebblestore"
+)
+
+func TestParameterErrors(t *testing.T) {
+	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	h := readapi.New(st, func() time.Time { return now }, slog.New(slog.DiscardHandler))
+	srv := httptest.NewServer(server.Handler([]server.Token{{Token: "read-token", Tenant: "acme"}}, server.Routes{
+		GetReadings: h.Readings, GetAudit: h.Audit, GetPartitions: h.Partitions,
+	}))
+	defer srv.Close()
+	tests := []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/v1/readings?from=0&to=1", 400, "parameter device is required"},
+		{"/v1/readings?device=d&from=yesterday", 400, "parameter from"},
+		{"/v1/readings?device=d&to=2026-13-01T00:00:00Z", 400, "parameter to"},
+		{"/v1/readings?device=d&from=10&to=5", 400, "to must be after from"},
+		{"/v1/readings?device=d&limit=0", 400, "parameter limit: must be 1..10000"},
+		{"/v1/readings?device=d&limit=10001", 400, "parameter limit"},
+		{"/v1/readings?device=d&cursor=%21%21", 400, "parameter cursor"},
+		{"/v1/readings?device=d&from=0&to=999999999999", 400, "at most 3660 days"},
+		{"/v1/audit?device=d", 400, "parameter stream is required"},
+		{"/v1/partitions?device=d&day=22-11-2026", 400, "parameter day"},
+		{"/v1/partitions?kind=metrics&series=d&day=2026-11-22", 400, "parameter kind"},
+		{"/v1/partitions?day=2026-11-22", 400, "parameter series"},
+		{"/v1/readings?device=d", 200, `"readings":[]`},
+		{"/v1/partitions?stream=s&day=2026-11-22", 200, `"partitions":[]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+tt.path, nil)
+			req.Header.Set("Authorization", "Bearer read-token")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body json.RawMessage
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tt.status || !strings.Contains(string(body), tt.want) {
+				t.Errorf("got %d %s, want %d containing %q", resp.StatusCode, body, tt.status, tt.want)
+			}
+		})
+	}
+}

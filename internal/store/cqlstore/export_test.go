@@ -1,0 +1,23 @@
+package cqlstore
+
+import (
+	"context"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+)
+
+// Tables lists the tables of the schema.
+var Tables = []string{"readings", "audit", "audit_ids", "catalogue", "dead_letters", "tenant_days"}
+
+// Truncate empties every table, so that a test starts from an empty store.
+func (s *Store) Truncate(ctx context.Context) error {
+	for _, t := range Tables {
+		if err := s.sess.Query(`TRUNCATE ` + t).ExecContext(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Session exposes the driver session, for tests that count rows.
+func (s *Store) Session() *gocql.Session { return s.sess }

@@ -1,0 +1,245 @@
+package cqlstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"unicode/utf8"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+func (s *Store) query(stmt string, args ...any) *gocql.Query {
+	return s.sess.Query(stmt, args...).Consistency(s.readCL).Idempotent(true)
+}
+
+// Catalogue returns every partition of one series-day, ordered by sub-bucket.
+func (s *Store) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.PartitionInfo, error) {
+	var out []model.PartitionInfo
+	err := s.do(ctx, "catalogue_read", func(ctx context.Context) error {
+		out = out[:0]
+		it := s.query(`SELECT sub, row_count, byte_count, min_ts, max_ts, state, closed FROM catalogue
+			WHERE tenant = ? AND kind = ? AND day = ? AND shard = ? AND series = ?`,
+			sd.Tenant, sd.Kind.String(), dayValue(sd.Day), catalogueShard(sd.Series), sd.Series).IterContext(ctx)
+		var (
+			sub int32
+			pi  model.PartitionInfo
+		)
+		for it.Scan(&sub, &pi.Rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed) {
+			pi.Key = sd.Partition(uint32(sub))
+			out = append(out, pi)
+		}
+		return it.Close()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read catalogue of %v: %w", sd, err)
+	}
+	return out, nil
+}
+
+// AuditSeen reports, for each id, whether an event with that id is stored.
+// Ids are looked up per audit_ids partition, up to 100 at a time.
+func (s *Store) AuditSeen(ctx context.Context, ids []store.AuditID) ([]bool, error) {
+	type ipart struct {
+		tenant string
+		day    model.Day
+		bucket int
+	}
+	groups := make(map[ipart][]int) // indexes into ids
+	for i, id := range ids {
+		p := ipart{id.Tenant, id.Day, auditIDBucket(id.EventID)}
+		groups[p] = append(groups[p], i)
+	}
+	seen := make([]bool, len(ids))
+	var mu sync.Mutex
+	var ops []op
+	for p, idx := range groups {
+		for len(idx) > 0 {
+			n := min(len(idx), inListMax)
+			chunk := idx[:n]
+			idx = idx[n:]
+			ops = append(ops, func(ctx context.Context) error {
+				want := make(map[string][]int, len(chunk))
+				list := make([]string, 0, len(chunk))
+				for _, i := range chunk {
+					e := ids[i].EventID
+					if _, ok := want[e]; !ok {
+						list = append(list, e)
+					}
+					want[e] = append(want[e], i)
+				}
+				it := s.query(`SELECT event_id FROM audit_ids WHERE tenant = ? AND day = ? AND bucket = ? AND event_id IN ?`,
+					p.tenant, dayValue(p.day), p.bucket, list).IterContext(ctx)
+				var e string
+				mu.Lock()
+				defer mu.Unlock()
+				for it.Scan(&e) {
+					for _, i := range want[e] {
+						seen[i] = true
+					}
+				}
+				return it.Close()
+			})
+		}
+	}
+	if err := s.run(ctx, "audit_ids_read", ops); err != nil {
+		return nil, fmt.Errorf("look up %d audit ids: %w", len(ids), err)
+	}
+	return seen, nil
+}
+
+// slice is one CQL clustering restriction of a range read over (ts, key),
+// its arguments, and an optional client-side filter.
+type slice struct {
+	cond   string
+	args   []any
+	filter *store.Pos // keep only rows after it
+}
+
+// restrictions renders a range as clustering restrictions. Cassandra does not mix
+// single- and multi-column relations on clustering columns, so bounds use
+// the tuple form throughout. A cursor key that is not valid UTF-8 (the
+// reader's "after every key" marker, "\xff") cannot be bound to a text
+// column: the rows of its instant are then filtered here.
+func restrictions(keyCol string, r store.Range) []slice {
+	a := r.After
+	switch {
+	case a == nil || a.TS < r.From:
+		return []slice{{cond: `(ts) >= (?) AND (ts) < (?)`, args: []any{r.From, r.To}}}
+	case utf8.ValidString(a.Key):
+		return []slice{{cond: fmt.Sprintf(`(ts, %s) > (?, ?) AND (ts) < (?)`, keyCol), args: []any{a.TS, a.Key, r.To}}}
+	case a.Key[0] >= 0xf5: // no UTF-8 string sorts after it
+		return []slice{{cond: `(ts) > (?) AND (ts) < (?)`, args: []any{a.TS, r.To}}}
+	default:
+		return []slice{
+			{cond: `(ts) >= (?) AND (ts) <= (?)`, args: []any{a.TS, a.TS}, filter: a},
+			{cond: `(ts) > (?) AND (ts) < (?)`, args: []any{a.TS, r.To}},
+		}
+	}
+}
+
+// empty reports whether r selects nothing (the cursor is past its end).
+func empty(r store.Range) bool {
+	return r.To <= r.From || (r.After != nil && r.After.TS >= r.To)
+}
+
+func pageSize(limit int) int { return min(max(limit, 1), 5000) }
+
+// scanRange reads up to limit rows of one partition inside r. stmt is the
+// SELECT up to and including "WHERE <partition key> AND "; keyArgs bind the
+// partition key.
+func scanRange[T any](ctx context.Context, s *Store, name, stmt string, keyArgs []any, keyCol string, r store.Range, limit int,
+	scan func(it *gocql.Iter) (T, bool), pos func(T) store.Pos,
+) ([]T, error) {
+	if empty(r) || limit < 1 {
+		return nil, nil
+	}
+	var out []T
+	for _, sl := range restrictions(keyCol, r) {
+		want := limit - len(out)
+		if want <= 0 {
+			break
+		}
+		err := s.do(ctx, name, func(ctx context.Context) error {
+			n := len(out)
+			args := append(append(append([]any(nil), keyArgs...), sl.args...), want)
+			if sl.filter != nil {
+				args[len(args)-1] = int(^uint32(0) >> 1) // filtered below
+			}
+			it := s.query(stmt+sl.cond+` LIMIT ?`, args...).PageSize(pageSize(want)).IterContext(ctx)
+			for len(out) < limit {
+				row, ok := scan(it)
+				if !ok {
+					break
+				}
+				if sl.filter == nil || sl.filter.Less(pos(row)) {
+					out = append(out, row)
+				}
+			}
+			if err := it.Close(); err != nil {
+				out = out[:n] // a retry starts this slice over
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ScanReadings returns up to limit rows of a readings partition inside r, in
+// clustering order (TS, metric).
+func (s *Store) ScanReadings(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.ReadingRow, error) {
+	out, err := scanRange(ctx, s, "readings_read",
+		`SELECT ts, metric, value, seq, has_seq FROM readings WHERE tenant = ? AND device = ? AND day = ? AND sub = ? AND `,
+		[]any{pk.Tenant, pk.Series, dayValue(pk.Day), int32(pk.Sub)}, "metric", r, limit,
+		func(it *gocql.Iter) (model.ReadingRow, bool) {
+			var row model.ReadingRow
+			ok := it.Scan(&row.TS, &row.Metric, &row.Value, &row.Seq, &row.HasSeq)
+			return row, ok
+		},
+		func(row model.ReadingRow) store.Pos { return store.Pos{TS: row.TS, Key: row.Metric} })
+	if err != nil {
+		return nil, fmt.Errorf("scan %v: %w", pk, err)
+	}
+	return out, nil
+}
+
+// ScanAudit returns up to limit events of an audit partition inside r, in
+// clustering order (TS, event id).
+func (s *Store) ScanAudit(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.AuditEvent, error) {
+	out, err := scanRange(ctx, s, "audit_read",
+		`SELECT ts, event_id, actor, action, resource, outcome, attributes FROM audit WHERE tenant = ? AND stream = ? AND day = ? AND sub = ? AND `,
+		[]any{pk.Tenant, pk.Series, dayValue(pk.Day), int32(pk.Sub)}, "event_id", r, limit,
+		func(it *gocql.Iter) (model.AuditEvent, bool) {
+			e := model.AuditEvent{Stream: pk.Series}
+			ok := it.Scan(&e.TS, &e.EventID, &e.Actor, &e.Action, &e.Resource, &e.Outcome, &e.Attributes)
+			if len(e.Attributes) == 0 {
+				e.Attributes = nil
+			}
+			return e, ok
+		},
+		func(e model.AuditEvent) store.Pos { return store.Pos{TS: e.TS, Key: e.EventID} })
+	if err != nil {
+		return nil, fmt.Errorf("scan %v: %w", pk, err)
+	}
+	return out, nil
+}
+
+// ScanDeadLetters returns up to limit dead letters of one tenant-day inside
+// r, in (TS, ID) order, reading the day's hour partitions in turn.
+func (s *Store) ScanDeadLetters(ctx context.Context, tenant string, day model.Day, r store.Range, limit int) ([]model.DeadLetter, error) {
+	r.From, r.To = max(r.From, day.Start()), min(r.To, day.End())
+	if empty(r) || limit < 1 {
+		return nil, nil
+	}
+	first := hourOf(r.From)
+	if r.After != nil && r.After.TS >= r.From {
+		first = hourOf(r.After.TS)
+	}
+	var out []model.DeadLetter
+	for h := first; h <= hourOf(r.To-1) && len(out) < limit; h++ {
+		rows, err := scanRange(ctx, s, "dead_letters_read",
+			`SELECT ts, id, source, topic, reason, error, payload, truncated FROM dead_letters WHERE tenant = ? AND day = ? AND hour = ? AND `,
+			[]any{tenant, dayValue(day), h}, "id", r, limit-len(out),
+			func(it *gocql.Iter) (model.DeadLetter, bool) {
+				dl := model.DeadLetter{Tenant: tenant}
+				ok := it.Scan(&dl.TS, &dl.ID, &dl.Source, &dl.Topic, &dl.Reason, &dl.Error, &dl.Payload, &dl.Truncated)
+				if len(dl.Payload) == 0 {
+					dl.Payload = nil
+				}
+				return dl, ok
+			},
+			func(dl model.DeadLetter) store.Pos { return store.Pos{TS: dl.TS, Key: dl.ID} })
+		if err != nil {
+			return nil, fmt.Errorf("scan dead letters of %s on %s: %w", tenant, day, err)
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
