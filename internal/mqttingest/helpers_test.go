@@ -1,6 +1,7 @@
 package mqttingest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -24,7 +25,9 @@ import (
 	"github.com/sluicehq/sluice/internal/store/pebblestore"
 )
 
-const mosquittoAddr = "127.0.0.1:1883"
+// mosquittoAddr is where scripts/servers.sh runs Mosquitto
+// (SLUICE_MQTT_PORT moves it).
+var mosquittoAddr = "127.0.0.1:" + cmp.Or(os.Getenv("SLUICE_MQTT_PORT"), "1883")
 
 // requireServer skips the test when nothing listens on addr, or fails it
 // under CI=true, where every server must be up.
