@@ -3,6 +3,7 @@ package mqttingest
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -119,7 +120,11 @@ func (c *countingWriter) Write(ctx context.Context, r *sink.Request) error {
 func sluiceDrain(b *testing.B, prefix string, topics, payloads []string) time.Duration {
 	cfg := testConfig(mosquittoAddr, prefix)
 	cfg.ClientID = prefix + "-sluice"
-	stk := newStack(b, buckets.DefaultConfig())
+	scfg := sink.DefaultConfig()
+	if d, err := time.ParseDuration(os.Getenv("SLUICE_BENCH_LINGER")); err == nil {
+		scfg.Linger = d
+	}
+	stk := newStackSink(b, buckets.DefaultConfig(), scfg)
 	cw := &countingWriter{w: stk.sk, want: int64(len(topics) * benchReadingsPerMessage), done: make(chan struct{})}
 	g := startGateway(b, cfg, cw)
 	g.stop(b)

@@ -60,11 +60,16 @@ type stack struct {
 
 func newStack(t testing.TB, bcfg buckets.Config) *stack {
 	t.Helper()
+	return newStackSink(t, bcfg, sink.DefaultConfig())
+}
+
+func newStackSink(t testing.TB, bcfg buckets.Config, scfg sink.Config) *stack {
+	t.Helper()
 	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk := sink.New(sink.DefaultConfig(), bcfg, st, testLogger(t), prometheus.NewRegistry())
+	sk := sink.New(scfg, bcfg, st, testLogger(t), prometheus.NewRegistry())
 	t.Cleanup(func() {
 		if err := sk.Close(context.Background()); err != nil {
 			t.Error(err)
