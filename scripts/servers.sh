@@ -300,8 +300,9 @@ clickhouse_start() {
 	fi
 	start=$(now)
 	until ch_query 'SELECT 1' >/dev/null 2>&1; do
-		# The daemon writes its pid file right after forking; allow it 5s.
-		if (($(now) - start >= 5)) && ! pid_of clickhouse >/dev/null; then
+		# The daemon writes its pid file right after forking; allow it 30s on a
+		# loaded machine.
+		if (($(now) - start >= 30)) && ! pid_of clickhouse >/dev/null; then
 			fail clickhouse "clickhouse-server exited during start-up"
 		fi
 		if (($(now) - start >= 60)); then

@@ -97,6 +97,11 @@ func (d *decoder) idField(seen *uint16, bit uint16, field string, intern bool) (
 	if d.peek() != '"' {
 		return "", d.wrongType(field, "must be a string")
 	}
+	if intern {
+		if s, ok := d.internID(); ok {
+			return s, nil
+		}
+	}
 	b, reason, err := d.id()
 	if err != nil {
 		return "", err
@@ -105,7 +110,7 @@ func (d *decoder) idField(seen *uint16, bit uint16, field string, intern bool) (
 		return "", d.fail(field, reason)
 	}
 	if intern {
-		return d.intern.get(b), nil
+		return d.ids.get(b), nil
 	}
 	return string(b), nil
 }
@@ -134,7 +139,7 @@ func (d *decoder) textField(seen *uint16, bit uint16, field string, intern bool)
 		return "", d.fail(field, reason)
 	}
 	if intern {
-		return d.intern.get(b), nil
+		return d.text.get(b), nil
 	}
 	return string(b), nil
 }

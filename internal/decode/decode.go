@@ -65,7 +65,7 @@ const allowedContentTypes = "application/json, text/plain, application/x-ndjson,
 // FormatFromContentType maps a Content-Type header value to a Format. An empty
 // value, application/json and text/plain mean FormatJSON; application/x-ndjson,
 // application/ndjson and application/jsonl mean FormatNDJSON. A charset
-// parameter, if any, must be utf-8.
+// parameter, if any, must be utf-8 (or its subset us-ascii).
 func FormatFromContentType(ct string) (Format, error) {
 	if strings.TrimSpace(ct) == "" {
 		return FormatJSON, nil
@@ -74,7 +74,7 @@ func FormatFromContentType(ct string) (Format, error) {
 	if err != nil {
 		return 0, fmt.Errorf("parse content type %q: %w", ct, err)
 	}
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") && !strings.EqualFold(cs, "us-ascii") {
 		return 0, fmt.Errorf("unsupported charset %q in content type %q (allowed: utf-8)", cs, ct)
 	}
 	switch mt {
@@ -241,7 +241,7 @@ const maxEpochMillis = 253402300799999
 
 // decoders holds decoders between requests so that their scratch buffers and
 // intern tables are reused. It is the package's only global.
-var decoders = sync.Pool{New: func() any { return &decoder{intern: newInternTable()} }}
+var decoders = sync.Pool{New: func() any { return &decoder{ids: newInternTable(internSlots), text: newInternTable(textSlots)} }}
 
 func getDecoder(body []byte, now time.Time, lim Limits) *decoder {
 	d := decoders.Get().(*decoder)
@@ -260,25 +260,20 @@ func getDecoder(body []byte, now time.Time, lim Limits) *decoder {
 		}
 	}
 	d.row, d.line, d.rows = 0, 0, 0
-	d.field, d.sub = "", ""
+	d.field, d.keyAt = "", -1
 	d.arena, d.nMetrics = nil, 0
+	d.recent, d.recentNext, d.lastDevice = [8]string{}, 0, ""
 	return d
 }
 
-// Scratch buffers that grew past these are dropped rather than pooled.
-const (
-	maxPooledTmp     = 64 << 10
-	maxPooledMetrics = 1024
-)
+// maxPooledTmp bounds the scratch buffer a pooled decoder keeps.
+const maxPooledTmp = 64 << 10
 
 func putDecoder(d *decoder) {
 	d.buf = nil
 	d.arena = nil
 	if cap(d.tmp) > maxPooledTmp {
 		d.tmp = nil
-	}
-	if cap(d.metrics) > maxPooledMetrics {
-		d.metrics = nil
 	}
 	decoders.Put(d)
 }

@@ -1,29 +1,38 @@
-// Benchmarks that chose the decoder. Each decodes the same NDJSON body of 1000
-// readings (126 KB; device ids drawn from 10,000 like "dev-000123", 2-4
-// metrics each, RFC 3339 timestamps, a seq) into []model.Reading with the
-// same validation. Command (10 interleaved runs, medians and minimums):
+// Benchmarks that chose the decoder. The three ReadingsNDJSON variants decode
+// the same NDJSON body of 1000 readings (149 KB; device ids drawn from 10,000
+// like "dev-000123", 2-4 of 6 metric names each in random order, RFC 3339
+// timestamps, a seq) into []model.Reading with the same validation.
+//
+// Wall time, 10 interleaved runs (minimum of 10; the 2-core machine was
+// shared with other builds, load average 15-20, so medians were 1.5-3x
+// higher):
 //
 //	go test -c -o /tmp/decode.test ./internal/decode && cd internal/decode &&
 //	for i in $(seq 10); do /tmp/decode.test -test.run='^$' -test.bench=. -test.benchmem; done
 //
-// Results, go1.26.8 linux/amd64, 2-core Xeon shared with other builds (load
-// average 5-12 during the run, hence the wide spread):
+// CPU time (user+sys of the test process, GC included) per op, median of 5
+// runs of e.g. /usr/bin/time /tmp/decode.test -test.run='^$'
+// -test.bench='ReadingsNDJSON/scanner$' -test.benchtime=3000x; steadier under
+// load:
 //
-//	                               median µs/op  min µs/op  MB/s (at min)  B/op     allocs/op
-//	ReadingsNDJSON/stdlib                  6501       3949           32   1051920      24986
-//	ReadingsNDJSON/fastjson                1293        808          156    163856          2
-//	ReadingsNDJSON/scanner                  849        523          241    147808          3
-//	ReadingsNDJSON/scanner-cold             828        578          218    163474       1004
-//	ReadingsJSONArray (scanner)             787        509          248    147553          3
-//	AuditNDJSON (scanner, 1000 events)     1238        713          374    273500       4001
+//	go1.26.8 linux/amd64     wall µs/op (min)  MB/s   CPU µs/op  B/op     allocs/op
+//	ReadingsNDJSON/stdlib              3954     38      5300     1051893  24986
+//	ReadingsNDJSON/fastjson             962    155      1073      163853      2
+//	ReadingsNDJSON/scanner              612    244       600      155750      3
+//	ReadingsNDJSON/scanner-cold         581    257       690      164112   1004
+//	ReadingsFixedSchema                 295    357       357      114736      3
+//	ReadingsJSONArray                   453    331       547      155665      3
+//	AuditNDJSON (1000 events)           755    353       950      273590   4001
 //
 // stdlib is encoding/json into a struct; fastjson is github.com/valyala/fastjson
 // with a ParserPool and the same intern table; scanner is this package's
-// hand-written scanner, the production path: about 1.5x fastjson and 7x
+// hand-written scanner, the production path: 1.6-1.8x fastjson and 6-9x
 // encoding/json. scanner-cold rotates through 10 bodies that together hold
 // all 10,000 ids, so device ids mostly miss the intern table, as with many
-// devices. allocs/op of the warm case: the result slice and the metrics
-// arena.
+// devices (one string allocation per reading). FixedSchema is the body of
+// cmd/ingest's BenchmarkHTTPIngest (two fixed metrics). The 3 allocations of
+// the warm case are the result slice and the metrics arena; Audit allocates
+// event_id, actor, resource and the attributes copy per event.
 package decode
 
 import (
@@ -138,6 +147,28 @@ func BenchmarkReadingsNDJSON(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// BenchmarkReadingsFixedSchema decodes the body of cmd/ingest's
+// BenchmarkHTTPIngest: every reading has the same two metrics.
+func BenchmarkReadingsFixedSchema(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	var buf bytes.Buffer
+	base := benchNow.Add(-24 * time.Hour).UnixMilli()
+	for j := range 1000 {
+		ts := base + int64(rng.IntN(86_400_000))
+		fmt.Fprintf(&buf, `{"device_id":"dev-%06d","ts":%q,"seq":%d,"metrics":{"rpm":%g,"temp_c":%g}}`+"\n",
+			rng.IntN(10000), time.UnixMilli(ts).UTC().Format("2006-01-02T15:04:05.000Z"), j,
+			float64(rng.IntN(3000)), float64(rng.IntN(1000))/10)
+	}
+	body := buf.Bytes()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Readings(body, FormatNDJSON, benchNow, DefaultLimits(), Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 func BenchmarkReadingsJSONArray(b *testing.B) {
@@ -289,7 +320,7 @@ type fastjsonDecoder struct {
 }
 
 func newFastjsonDecoder() *fastjsonDecoder {
-	return &fastjsonDecoder{intern: newInternTable()}
+	return &fastjsonDecoder{intern: newInternTable(internSlots)}
 }
 
 func (fd *fastjsonDecoder) readings(body []byte, now time.Time, lim Limits) ([]model.Reading, error) {

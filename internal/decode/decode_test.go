@@ -96,6 +96,10 @@ func TestReadings(t *testing.T) {
 		{name: "ndjson", body: ok + "\n" + row("b", "1") + "\n", ndjson: true, want: []model.Reading{okReading, v1("b", 1)}},
 		{name: "ndjson no trailing newline", body: ok + "\n" + row("b", "1"), ndjson: true, want: []model.Reading{okReading, v1("b", 1)}},
 		{name: "ndjson blank lines and crlf", body: "\n  \r\n" + ok + "\r\n\t\n" + row("b", "1") + "  \r\n\n", ndjson: true, want: []model.Reading{okReading, v1("b", 1)}},
+		{name: "repeated device and names", ndjson: true,
+			body: `{"device_id":"p","ts":1,"metrics":{"temp":1,"rpm":2}}` + "\n" + `{"device_id":"p","ts":2,"metrics":{"rpm":3,"t\u0065mp":4}}` + "\n" +
+				`{"device_id":"p\u0031","ts":3,"metrics":{"rpmx":5,"rp":6}}` + "\n" + `{"device_id":"p1","ts":4,"metrics":{"temp":7}}`,
+			want: []model.Reading{rd("p", 1, "rpm", 2.0, "temp", 1.0), rd("p", 2, "rpm", 3.0, "temp", 4.0), rd("p1", 3, "rp", 6.0, "rpmx", 5.0), rd("p1", 4, "temp", 7.0)}},
 		{name: "ndjson single line", body: ok, ndjson: true, want: []model.Reading{okReading}},
 		{name: "empty body", body: "", err: &wantErr{reason: "body is empty"}},
 		{name: "whitespace body", body: " \n\t\r ", err: &wantErr{reason: "body is empty"}},
@@ -406,7 +410,7 @@ func TestConcurrentDecoders(t *testing.T) {
 }
 
 func TestInternTable(t *testing.T) {
-	it := newInternTable()
+	it := newInternTable(internSlots)
 	a := it.get([]byte("pump-1"))
 	b := it.get([]byte("pump-1"))
 	if a != "pump-1" || b != "pump-1" {
@@ -459,6 +463,7 @@ func TestFormatFromContentType(t *testing.T) {
 		{"Application/JSON; charset=UTF-8", FormatJSON, ""},
 		{"text/plain", FormatJSON, ""},
 		{"text/plain; charset=utf8", FormatJSON, ""},
+		{"text/plain; charset=US-ASCII", FormatJSON, ""},
 		{"application/x-ndjson", FormatNDJSON, ""},
 		{"application/ndjson", FormatNDJSON, ""},
 		{"application/jsonl; charset=utf-8", FormatNDJSON, ""},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"testing"
@@ -329,6 +330,63 @@ func FuzzParseRFC3339(f *testing.F) {
 		}
 		if want := tm.Truncate(time.Millisecond).UnixMilli(); got != want {
 			t.Fatalf("%q: got %d, want %d", s, got, want)
+		}
+	})
+}
+
+// FuzzNumbers checks the number conversions against the standard library:
+// parseFloat against strconv.ParseFloat, exactInt against math/big.
+func FuzzNumbers(f *testing.F) {
+	for _, s := range []string{"0", "-0", "21.5", "1180", "1.7e12", "1e-3", "123456789012345.6", "9223372036854775807", "-9223372036854775808", "1e400", "0.1e1", "100e-2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d := &decoder{buf: []byte(s), end: len(s)}
+		lit, err := d.number()
+		if err != nil || d.pos != len(s) {
+			return
+		}
+		want, werr := strconv.ParseFloat(s, 64)
+		got, reason := parseFloat(lit)
+		switch {
+		case math.IsInf(want, 0):
+			if reason == "" {
+				t.Fatalf("parseFloat(%q) = %v, want out of range", s, got)
+			}
+		case reason != "" || got != want || math.Signbit(got) != math.Signbit(want):
+			t.Fatalf("parseFloat(%q) = %v %q, strconv says %v %v", s, got, reason, want, werr)
+		}
+		if e := strings.IndexAny(s, "eE"); e >= 0 {
+			if exp, err := strconv.Atoi(strings.TrimPrefix(s[e+1:], "+")); err != nil || exp > 400 || exp < -400 {
+				return // too big for math/big to check quickly
+			}
+		}
+		r, ok := new(big.Rat).SetString(s)
+		if !ok {
+			t.Fatalf("math/big cannot parse %q", s)
+		}
+		v, reason := exactInt(lit)
+		if r.IsInt() && r.Num().IsInt64() {
+			if reason != "" || v != r.Num().Int64() {
+				t.Fatalf("exactInt(%q) = %d %q, want %s", s, v, reason, r.Num())
+			}
+			return
+		}
+		if reason == "" {
+			t.Fatalf("exactInt(%q) = %d, want an error", s, v)
+		}
+		inRange := r.Cmp(new(big.Rat).SetInt64(math.MinInt64)) >= 0 && r.Cmp(new(big.Rat).SetInt64(math.MaxInt64)) <= 0
+		switch reason {
+		case errNotInteger:
+			if r.IsInt() {
+				t.Fatalf("exactInt(%q): %q, but it is an integer", s, reason)
+			}
+		case errInt64Range:
+			if inRange {
+				t.Fatalf("exactInt(%q): %q, but it is in range", s, reason)
+			}
+		default:
+			t.Fatalf("exactInt(%q): unexpected reason %q", s, reason)
 		}
 	})
 }

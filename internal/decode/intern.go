@@ -14,13 +14,15 @@ type internTable struct {
 	n     int
 }
 
+// Sizes of a decoder's tables (powers of two), and the probe limit.
 const (
-	internSlots = 8192 // a power of two
+	internSlots = 8192 // ids
+	textSlots   = 1024 // texts
 	maxProbe    = 8
 )
 
-func newInternTable() internTable {
-	return internTable{seed: maphash.MakeSeed(), slots: make([]string, internSlots)}
+func newInternTable(slots int) internTable {
+	return internTable{seed: maphash.MakeSeed(), slots: make([]string, slots)}
 }
 
 // get returns a string equal to b that does not alias b.
@@ -28,24 +30,42 @@ func (t *internTable) get(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
+	s, slot := t.lookup(b)
+	if s != "" {
+		return s
+	}
+	return t.insert(slot, b)
+}
+
+// lookup returns the string equal to b (which must not be empty), or ""
+// and the slot where insert should put it (-1 when the probe is full).
+func (t *internTable) lookup(b []byte) (string, int) {
 	mask := uint64(len(t.slots) - 1)
 	i := maphash.Bytes(t.seed, b) & mask
 	for range maxProbe {
 		s := t.slots[i]
 		if s == "" {
-			if t.n >= len(t.slots)/2 {
-				clear(t.slots)
-				t.n = 0
-			}
-			s = string(b)
-			t.slots[i] = s
-			t.n++
-			return s
+			return "", int(i)
 		}
 		if s == string(b) {
-			return s
+			return s, 0
 		}
 		i = (i + 1) & mask
 	}
-	return string(b)
+	return "", -1
+}
+
+// insert returns a copy of b, kept in slot if it is not -1.
+func (t *internTable) insert(slot int, b []byte) string {
+	s := string(b)
+	if slot < 0 {
+		return s
+	}
+	if t.n >= len(t.slots)/2 {
+		clear(t.slots)
+		t.n = 0
+	}
+	t.slots[slot] = s
+	t.n++
+	return s
 }

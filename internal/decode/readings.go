@@ -66,17 +66,26 @@ func (d *decoder) reading(r *model.Reading, device string) error {
 			if d.peek() != '"' {
 				return d.wrongType("device_id", "must be a string")
 			}
-			b, reason, err := d.id()
-			if err != nil {
-				return err
+			// Rows of one device often come together.
+			id, ok := d.lastDevice, d.matchString(d.lastDevice)
+			if !ok {
+				id, ok = d.internID()
 			}
-			if reason != "" {
-				return d.fail("device_id", reason)
+			if !ok {
+				b, reason, err := d.id()
+				if err != nil {
+					return err
+				}
+				if reason != "" {
+					return d.fail("device_id", reason)
+				}
+				id = d.ids.get(b)
 			}
-			if device != "" && string(b) != device {
-				return d.fail("device_id", fmt.Sprintf("%q does not match %q from the topic", b, device))
+			if device != "" && id != device {
+				return d.fail("device_id", fmt.Sprintf("%q does not match %q from the topic", id, device))
 			}
-			r.DeviceID = d.intern.get(b)
+			r.DeviceID = id
+			d.lastDevice = id
 		case "ts":
 			if err := d.member(&seen, seenTS, "ts"); err != nil {
 				return err
@@ -150,7 +159,7 @@ func (d *decoder) seq() (int64, bool, error) {
 }
 
 // readMetrics reads the metrics object at d.pos. The result is sorted by name,
-// unique, and lives in the request's arena.
+// unique, and lives in the request's arena, where it is parsed in place.
 func (d *decoder) readMetrics() ([]model.Metric, error) {
 	if d.peek() != '{' {
 		return nil, d.wrongType("metrics", "must be a JSON object")
@@ -162,49 +171,150 @@ func (d *decoder) readMetrics() ([]model.Metric, error) {
 	if empty {
 		return nil, d.fail("metrics", "must hold at least one metric")
 	}
-	ms := d.metrics[:0]
+	base := len(d.arena)
 	for !empty {
-		d.field = "metrics"
-		k, reason, err := d.id()
-		if err != nil {
-			return nil, err
-		}
-		if reason != "" {
-			return nil, d.fail("metrics", fmt.Sprintf("metric name %s %s", show(k), reason))
-		}
-		if len(ms) == d.lim.MaxMetrics {
+		if len(d.arena)-base == d.lim.MaxMetrics {
 			return nil, d.fail("metrics", fmt.Sprintf("has more than %d metrics", d.lim.MaxMetrics))
 		}
-		name := d.intern.get(k)
-		d.sub = name
+		keyAt := d.pos
+		name, ok := d.recentName()
+		if !ok {
+			name, ok = d.internID()
+			if ok {
+				d.recent[d.recentNext%uint8(len(d.recent))] = name
+				d.recentNext++
+			}
+		}
+		if !ok {
+			k, reason, err := d.id()
+			if err != nil {
+				return nil, err
+			}
+			if reason != "" {
+				return nil, d.fail("metrics", fmt.Sprintf("metric name %s %s", show(k), reason))
+			}
+			name = d.ids.get(k)
+		}
+		d.keyAt = keyAt
 		if err := d.colon(); err != nil {
 			return nil, err
 		}
-		if c := d.peek(); c != '-' && !isDigit(c) {
-			return nil, d.wrongType("metrics."+name, "must be a number")
-		}
-		lit, err := d.number()
+		v, err := d.float()
 		if err != nil {
 			return nil, err
 		}
-		v, reason := parseFloat(lit)
-		if reason != "" {
-			return nil, d.fail("metrics."+name, fmt.Sprintf("%s %s", show(lit), reason))
+		d.keyAt = -1
+		if len(d.arena) == cap(d.arena) {
+			base = d.growArena(base)
 		}
-		d.sub = ""
-		ms = append(ms, model.Metric{Name: name, Value: v})
+		d.arena = append(d.arena, model.Metric{Name: name, Value: v})
 		if empty, err = d.next(); err != nil {
 			return nil, err
 		}
 	}
-	d.metrics = ms
+	ms := d.arena[base:len(d.arena):len(d.arena)]
 	sortMetrics(ms)
 	for i := 1; i < len(ms); i++ {
 		if ms[i].Name == ms[i-1].Name {
 			return nil, d.fail("metrics."+ms[i].Name, "duplicate metric")
 		}
 	}
-	return d.keepMetrics(ms), nil
+	d.nMetrics += len(ms)
+	return ms, nil
+}
+
+// recentName returns the metric name at d.pos if it is one of the names
+// recently seen in this request: most devices send the same metrics in
+// every reading, so this saves hashing. A candidate is checked by where its
+// closing quote would be before its bytes are compared.
+func (d *decoder) recentName() (string, bool) {
+	for _, s := range d.recent {
+		if d.matchString(s) {
+			return s, true
+		}
+	}
+	return "", false
+}
+
+// matchString consumes the string at d.pos if it is s written without
+// escapes. s must not be empty nor hold '"' or '\\'.
+func (d *decoder) matchString(s string) bool {
+	end := d.pos + 1 + len(s)
+	if s != "" && end < d.end && d.buf[end] == '"' && string(d.buf[d.pos+1:end]) == s {
+		d.pos = end + 1
+		return true
+	}
+	return false
+}
+
+// float reads the metric value at d.pos. Plain decimals of at most 15
+// significant digits are converted in the same pass that checks them (an
+// exact integer divided by an exact power of ten is correctly rounded);
+// anything else goes through number and parseFloat.
+func (d *decoder) float() (float64, error) {
+	i := d.pos
+	neg := i < d.end && d.buf[i] == '-'
+	if neg {
+		i++
+	}
+	var mant uint64
+	div := uint64(1)
+	n0 := i
+	if i < d.end && d.buf[i] == '0' {
+		i++
+	} else {
+		for ; i < d.end && isDigit(d.buf[i]); i++ {
+			mant = mant*10 + uint64(d.buf[i]-'0')
+		}
+	}
+	nd := i - n0
+	if nd > 0 && i < d.end && d.buf[i] == '.' {
+		i++
+		f0 := i
+		for ; i < d.end && isDigit(d.buf[i]); i++ {
+			mant = mant*10 + uint64(d.buf[i]-'0')
+			div *= 10
+		}
+		if i == f0 {
+			nd = 0 // "1." is malformed: let number report it
+		}
+		nd += i - f0
+	}
+	if nd > 0 && nd <= 15 && (i == d.end || d.buf[i]|0x20 != 'e') {
+		d.pos = i
+		f := float64(mant) / float64(div)
+		if neg {
+			f = -f
+		}
+		return f, nil
+	}
+	field := "metrics." + d.keyString(d.keyAt)
+	if c := d.peek(); c != '-' && !isDigit(c) {
+		return 0, d.wrongType(field, "must be a number")
+	}
+	lit, err := d.number()
+	if err != nil {
+		return 0, err
+	}
+	v, reason := parseFloat(lit)
+	if reason != "" {
+		return 0, d.fail(field, fmt.Sprintf("%s %s", show(lit), reason))
+	}
+	return v, nil
+}
+
+// growArena starts a new arena chunk, sized by the metrics per row seen so
+// far, and moves the metrics of the row being read (from base) into it.
+// Readings already decoded keep the old chunk. It returns the new base.
+func (d *decoder) growArena(base int) int {
+	partial := d.arena[base:]
+	perRow := (d.nMetrics + len(partial) + 1 + d.rows) / (d.rows + 1)
+	n := perRow * d.estimateLeft()
+	// A metric takes at least 6 bytes ("a":0,).
+	n = max(2*(len(partial)+1), min(n, (len(d.buf)-d.pos)/6), 64)
+	arena := make([]model.Metric, 0, n)
+	d.arena = append(arena, partial...)
+	return 0
 }
 
 // sortMetrics sorts by name: insertion sort for the usual handful.
@@ -227,24 +337,6 @@ func nameLess(a, b string) bool {
 		return a[0] < b[0]
 	}
 	return a < b
-}
-
-// keepMetrics copies ms into the request's arena and returns the copy,
-// capped so that appending to it cannot overwrite its neighbour.
-func (d *decoder) keepMetrics(ms []model.Metric) []model.Metric {
-	if cap(d.arena)-len(d.arena) < len(ms) {
-		// Start a new chunk sized by the metrics per row seen so far;
-		// readings already decoded keep the old one.
-		perRow := (d.nMetrics + len(ms) + d.rows) / (d.rows + 1)
-		n := perRow * d.estimateLeft()
-		// A metric takes at least 6 bytes ("a":0,).
-		n = max(len(ms), min(n, (len(d.buf)-d.pos)/6), 64)
-		d.arena = make([]model.Metric, 0, n)
-	}
-	d.nMetrics += len(ms)
-	start := len(d.arena)
-	d.arena = append(d.arena, ms...)
-	return d.arena[start:len(d.arena):len(d.arena)]
 }
 
 // estimateLeft guesses how many rows are left, for sizing the arena.

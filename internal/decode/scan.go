@@ -11,9 +11,8 @@ import (
 )
 
 // decoder is a single-pass JSON scanner specialised for Sluice's row
-// objects, with the state of one request. It walks the body once, byte by
-// byte, without building a tree: each field is checked and converted where it
-// is read. buf[pos:end] is what is left of the current window (the body, or
+// objects, with the state of one request. It walks the body once without
+// building a tree: each field is checked and converted where it is read. buf[pos:end] is what is left of the current window (the body, or
 // one NDJSON line); offsets in errors are offsets into buf.
 //
 // Strings read by str alias buf, or tmp when they had escapes; either way they
@@ -32,13 +31,17 @@ type decoder struct {
 	row, line, rows int
 	estimate        int    // rows expected in the request
 	field           string // field being read, for syntax errors
-	sub             string // metric being read, for syntax errors: field "metrics.<sub>"
+	keyAt           int    // offset of the metric key being read, or -1: field "metrics.<key>"
 
-	metrics  []model.Metric // one reading's metrics before sorting
-	arena    []model.Metric // backing array for the Metrics of this request
-	nMetrics int            // metrics kept so far in this request
+	arena []model.Metric // backing array for the Metrics of this request
+	// recent holds metric names of this request (a ring), for recentName.
+	recent     [8]string
+	recentNext uint8
+	lastDevice string // device id of the previous reading
+	nMetrics   int    // metrics kept so far in this request
 
-	intern internTable
+	ids  internTable // device ids, metric names, streams: valid ids only
+	text internTable // actions, outcomes
 }
 
 func (d *decoder) peek() byte {
@@ -67,10 +70,17 @@ func (d *decoder) fail(field, reason string) error {
 // syntax returns a FieldError for malformed JSON at offset off.
 func (d *decoder) syntax(off int, msg string) error {
 	field := d.field
-	if d.sub != "" {
-		field += "." + d.sub
+	if d.keyAt >= 0 {
+		field += "." + d.keyString(d.keyAt)
 	}
 	return d.fail(field, fmt.Sprintf("malformed JSON at offset %d: %s", off, msg))
+}
+
+// keyString reads the (valid) key at offset at again, for an error message.
+func (d *decoder) keyString(at int) string {
+	k := decoder{buf: d.buf, pos: at, end: d.end, keyAt: -1}
+	b, _ := k.str()
+	return string(b)
 }
 
 // syntaxExpected reports what was found at d.pos instead of what.
@@ -195,32 +205,40 @@ const (
 	msb = 0x8080808080808080
 )
 
-// str reads the string at d.pos (which must be '"') and returns its
-// contents, unescaped. The result aliases buf or tmp: see decoder.
-func (d *decoder) str() ([]byte, error) {
-	start := d.pos + 1
-	i := start
-	// Eight bytes at a time while none is '"', '\\' or a control byte.
-	for i+8 <= d.end {
-		x := binary.LittleEndian.Uint64(d.buf[i:])
+// scanStr returns the index of the first '"', '\\' or control byte in
+// buf[i:end], or end. It looks at eight bytes at a time (SWAR).
+func scanStr(buf []byte, i, end int) int {
+	for i+8 <= end {
+		x := binary.LittleEndian.Uint64(buf[i:])
 		q := x ^ (lsb * '"')
 		bs := x ^ (lsb * '\\')
 		m := ((q - lsb) &^ q) | ((bs - lsb) &^ bs) | ((x - lsb*0x20) &^ x)
 		if m &= msb; m != 0 {
-			i += bits.TrailingZeros64(m) / 8
-			break
+			return i + bits.TrailingZeros64(m)/8
 		}
 		i += 8
 	}
-	for ; i < d.end; i++ {
-		c := d.buf[i]
-		switch {
+	for ; i < end; i++ {
+		if c := buf[i]; c == '"' || c == '\\' || c < 0x20 {
+			return i
+		}
+	}
+	return end
+}
+
+// str reads the string at d.pos (which must be '"') and returns its
+// contents, unescaped. The result aliases buf or tmp: see decoder.
+func (d *decoder) str() ([]byte, error) {
+	start := d.pos + 1
+	i := scanStr(d.buf, start, d.end)
+	if i < d.end {
+		switch c := d.buf[i]; {
 		case c == '"':
 			d.pos = i + 1
 			return d.buf[start:i], nil
 		case c == '\\':
 			return d.strEscaped(start, i)
-		case c < 0x20:
+		default:
 			return nil, d.syntax(i, fmt.Sprintf("control character %s in string", quoteByte(c)))
 		}
 	}
@@ -228,30 +246,32 @@ func (d *decoder) str() ([]byte, error) {
 	return nil, d.syntaxExpected("closing '\"' of the string")
 }
 
-// id reads the string at d.pos (which must be '"') as an id and returns it
-// (aliasing buf or tmp), or a reason it is not a valid id. The common case,
-// an unescaped id, is checked in the same pass that finds the closing quote.
-func (d *decoder) id() ([]byte, string, error) {
+// internID reads the id string at d.pos (which must be '"') and returns it
+// interned. It reports false, leaving d.pos, when the string is not a
+// valid id or has escapes: the caller then takes the general path (id).
+// Strings found in the intern table were checked when they were added, so
+// repeated ids cost one hash and one comparison.
+func (d *decoder) internID() (string, bool) {
 	start := d.pos + 1
-	tbl := [4]uint64{idCharsLo, idCharsHi}
-	for i := start; i < d.end; i++ {
-		c := d.buf[i]
-		if tbl[c>>6]>>(c&63)&1 != 0 {
-			continue
-		}
-		if c != '"' {
-			break // escapes or a bad character: take the general path
-		}
-		d.pos = i + 1
-		b := d.buf[start:i]
-		switch {
-		case len(b) == 0:
-			return b, "must not be empty", nil
-		case len(b) > d.lim.MaxIDLength:
-			return b, fmt.Sprintf("is %d bytes long; at most %d allowed", len(b), d.lim.MaxIDLength), nil
-		}
-		return b, "", nil
+	i := scanStr(d.buf, start, d.end)
+	if i >= d.end || d.buf[i] != '"' || i == start || i-start > d.lim.MaxIDLength {
+		return "", false
 	}
+	b := d.buf[start:i]
+	s, slot := d.ids.lookup(b)
+	if s == "" {
+		if !validIDChars(b) {
+			return "", false
+		}
+		s = d.ids.insert(slot, b)
+	}
+	d.pos = i + 1
+	return s, true
+}
+
+// id reads the string at d.pos (which must be '"') as an id and returns it
+// (aliasing buf or tmp), or a reason it is not a valid id.
+func (d *decoder) id() ([]byte, string, error) {
 	b, err := d.str()
 	if err != nil {
 		return nil, "", err

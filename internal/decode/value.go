@@ -37,6 +37,17 @@ func checkID(b []byte, maxLen int) string {
 	return ""
 }
 
+// validIDChars reports whether every byte of b is in the id charset.
+func validIDChars(b []byte) bool {
+	tbl := [4]uint64{idCharsLo, idCharsHi}
+	for _, c := range b {
+		if tbl[c>>6]>>(c&63)&1 == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // checkText returns why b is not a valid text field, or "".
 func checkText(b []byte, maxLen int) string {
 	if len(b) > maxLen {
