@@ -19,13 +19,13 @@ import (
 
 // mqttBuckets adjusts the bucket planner for shared subscriptions: when
 // several gateways may receive messages of the same device, each must fill
-// partitions of its own (see buckets.Config.Exclusive). It warns when the
+// partitions of its own (see buckets.Config.PerWriterSingle). It warns when the
 // writer slot was left at its default.
 func mqttBuckets(cfg *config.Config, logger *slog.Logger) {
 	if !cfg.MQTT.Active() || cfg.MQTT.SharedGroup == "" {
 		return
 	}
-	cfg.Buckets.Exclusive = true
+	cfg.Buckets.PerWriterSingle = true
 	if cfg.Buckets.Writer == 0 {
 		logger.Warn("mqtt.shared_group is set and buckets.writer_id is 0: give every gateway of the group its own buckets.writer_id (1-255), or two gateways writing one store will share partitions",
 			"shared_group", cfg.MQTT.SharedGroup)
