@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/mqttingest"
 	"github.com/sluicehq/sluice/internal/rollupfeed"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
@@ -36,6 +37,7 @@ type Config struct {
 	Store   Store             `mapstructure:"store"`
 	Log     Log               `mapstructure:"log"`
 	Rollups rollupfeed.Config `mapstructure:"rollups"`
+	MQTT    mqttingest.Config `mapstructure:"mqtt"`
 }
 
 // HTTP configures the HTTP listener shared by ingest, read API and metrics.
@@ -119,6 +121,7 @@ func Default() Config {
 		Store:   Store{Backend: "pebble", Pebble: Pebble{CacheBytes: 64 << 20}, Cassandra: cqlstore.DefaultConfig()},
 		Log:     Log{Level: "info", Format: "text"},
 		Rollups: rollupfeed.DefaultConfig(),
+		MQTT:    mqttingest.DefaultConfig(),
 	}
 }
 
@@ -176,7 +179,7 @@ func Load(file string, env []string) (Config, string, error) {
 	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
 		dc.ErrorUnused = true
 		dc.WeaklyTypedInput = true
-		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(tokensHook, mapstructure.StringToTimeDurationHookFunc())
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(tokensHook, listHook, mapstructure.TextUnmarshallerHookFunc(), mapstructure.StringToTimeDurationHookFunc())
 	})
 	if err != nil {
 		return Config{}, file, fmt.Errorf("config: %w", err)
@@ -294,6 +297,21 @@ func tokensHook(from, to reflect.Type, data any) (any, error) {
 	return out, nil
 }
 
+// listHook turns "a, b" into a list for the list settings other than
+// auth.tokens, e.g. SLUICE_MQTT_BROKERS=tcp://a:1883,tcp://b:1883.
+func listHook(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String || to.Kind() != reflect.Slice || to == reflect.TypeFor[[]Token]() {
+		return data, nil
+	}
+	out := []string{}
+	for p := range strings.SplitSeq(data.(string), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 // redact keeps a secret out of error messages.
 func redact(s string) string {
 	if _, tenant, ok := strings.Cut(s, "="); ok {
@@ -378,6 +396,9 @@ func (c Config) Validate() error {
 	}
 	if !slices.Contains([]string{"text", "json"}, c.Log.Format) {
 		bad("log.format: %q is not one of text, json", c.Log.Format)
+	}
+	if err := c.MQTT.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
