@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/rollupfeed"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // Backend is what the endpoints read and rebuild.
@@ -95,7 +96,7 @@ type Rank struct {
 	Max    float64 `json:"max"`
 }
 
-func ts(ms int64) string { return time.UnixMilli(ms).UTC().Format(readapi.TimeFormat) }
+func ts(ms int64) string { return wire.FormatTS(ms) }
 
 // span parses from and to (default: the 24 hours before now).
 func (h *Handler) span(r *http.Request) (int64, int64, error) {
