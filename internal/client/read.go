@@ -180,5 +180,3 @@ func pages[P any](first string, fetch func(cursor string) (P, string, error)) it
 		}
 	}
 }
-
-func parseTS(s string) (int64, error) { return wire.ParseTS(s) }

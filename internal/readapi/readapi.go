@@ -35,8 +35,6 @@ func New(st reader.Store, now func() time.Time, logger *slog.Logger) *Handler {
 	return &Handler{st: st, now: now, logger: logger}
 }
 
-func formatTS(ms int64) string { return wire.FormatTS(ms) }
-
 // ParseTime accepts RFC 3339 or integer epoch milliseconds.
 func ParseTime(s string) (int64, error) {
 	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {

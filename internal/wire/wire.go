@@ -5,10 +5,12 @@ package wire
 
 import (
 	"cmp"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/model"
 )
@@ -163,4 +165,74 @@ func (j Partition) Model() (model.PartitionInfo, error) {
 // PartitionsPage is the answer of GET /v1/partitions.
 type PartitionsPage struct {
 	Partitions []Partition `json:"partitions"`
+}
+
+// DeadLetter is the JSON form of a dead letter. The payload is a string
+// when it is valid UTF-8, else base64 in PayloadBase64.
+type DeadLetter struct {
+	TS            string `json:"ts"`
+	ID            string `json:"id"`
+	Source        string `json:"source"`
+	Topic         string `json:"topic,omitempty"`
+	Reason        string `json:"reason"`
+	Error         string `json:"error"`
+	Payload       string `json:"payload,omitempty"`
+	PayloadBase64 string `json:"payload_base64,omitempty"`
+	Truncated     bool   `json:"truncated,omitempty"`
+}
+
+// DeadLetterOf converts a model dead letter (the tenant is not part of it).
+func DeadLetterOf(d model.DeadLetter) DeadLetter {
+	j := DeadLetter{TS: FormatTS(d.TS), ID: d.ID, Source: d.Source, Topic: d.Topic, Reason: d.Reason, Error: d.Error, Truncated: d.Truncated}
+	if utf8.Valid(d.Payload) {
+		j.Payload = string(d.Payload)
+	} else {
+		j.PayloadBase64 = base64.StdEncoding.EncodeToString(d.Payload)
+	}
+	return j
+}
+
+// Model converts back; the tenant is left empty.
+func (j DeadLetter) Model() (model.DeadLetter, error) {
+	ts, err := ParseTS(j.TS)
+	if err != nil {
+		return model.DeadLetter{}, fmt.Errorf("ts: %w", err)
+	}
+	payload := []byte(j.Payload)
+	if j.PayloadBase64 != "" {
+		if payload, err = base64.StdEncoding.DecodeString(j.PayloadBase64); err != nil {
+			return model.DeadLetter{}, fmt.Errorf("payload_base64: %w", err)
+		}
+	}
+	return model.DeadLetter{TS: ts, ID: j.ID, Source: j.Source, Topic: j.Topic, Reason: j.Reason,
+		Error: j.Error, Payload: payload, Truncated: j.Truncated}, nil
+}
+
+// DeadLettersPage is the answer of GET /v1/deadletters.
+type DeadLettersPage struct {
+	DeadLetters []DeadLetter `json:"dead_letters"`
+	NextCursor  string       `json:"next_cursor,omitempty"`
+}
+
+// Bucket is the JSON form of one step of a rollup series.
+type Bucket struct {
+	Start   string  `json:"start"`
+	Count   uint64  `json:"count"`
+	Sum     float64 `json:"sum"`
+	Min     float64 `json:"min"`
+	Max     float64 `json:"max"`
+	Mean    float64 `json:"mean"`
+	First   float64 `json:"first"`
+	FirstTS string  `json:"first_ts"`
+	Last    float64 `json:"last"`
+	LastTS  string  `json:"last_ts"`
+}
+
+// Rank is the JSON form of one device of a top list.
+type Rank struct {
+	Device string  `json:"device"`
+	Value  float64 `json:"value"`
+	Count  uint64  `json:"count"`
+	Mean   float64 `json:"mean"`
+	Max    float64 `json:"max"`
 }
