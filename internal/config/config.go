@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/mqttingest"
 	"github.com/sluicehq/sluice/internal/retention"
 	"github.com/sluicehq/sluice/internal/rollupfeed"
 	"github.com/sluicehq/sluice/internal/sink"
@@ -37,6 +38,7 @@ type Config struct {
 	Store   Store             `mapstructure:"store"`
 	Log     Log               `mapstructure:"log"`
 	Rollups rollupfeed.Config `mapstructure:"rollups"`
+	MQTT    mqttingest.Config `mapstructure:"mqtt"`
 
 	Retention retention.Config `mapstructure:"retention"`
 }
@@ -122,6 +124,7 @@ func Default() Config {
 		Store:   Store{Backend: "pebble", Pebble: Pebble{CacheBytes: 64 << 20}, Cassandra: cqlstore.DefaultConfig()},
 		Log:     Log{Level: "info", Format: "text"},
 		Rollups: rollupfeed.DefaultConfig(),
+		MQTT:    mqttingest.DefaultConfig(),
 
 		Retention: retention.DefaultConfig(),
 	}
@@ -181,8 +184,7 @@ func Load(file string, env []string) (Config, string, error) {
 	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
 		dc.ErrorUnused = true
 		dc.WeaklyTypedInput = true
-		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(tokensHook, mapstructure.StringToTimeDurationHookFunc(),
-			mapstructure.TextUnmarshallerHookFunc()) // retention.Duration: 30d, 2y
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(tokensHook, listHook, mapstructure.TextUnmarshallerHookFunc(), mapstructure.StringToTimeDurationHookFunc())
 	})
 	if err != nil {
 		return Config{}, file, fmt.Errorf("config: %w", err)
@@ -300,6 +302,21 @@ func tokensHook(from, to reflect.Type, data any) (any, error) {
 	return out, nil
 }
 
+// listHook turns "a, b" into a list for the list settings other than
+// auth.tokens, e.g. SLUICE_MQTT_BROKERS=tcp://a:1883,tcp://b:1883.
+func listHook(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String || to.Kind() != reflect.Slice || to == reflect.TypeFor[[]Token]() {
+		return data, nil
+	}
+	out := []string{}
+	for p := range strings.SplitSeq(data.(string), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 // redact keeps a secret out of error messages.
 func redact(s string) string {
 	if _, tenant, ok := strings.Cut(s, "="); ok {
@@ -388,6 +405,9 @@ func (c Config) Validate() error {
 	}
 	if !slices.Contains([]string{"text", "json"}, c.Log.Format) {
 		bad("log.format: %q is not one of text, json", c.Log.Format)
+	}
+	if err := c.MQTT.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
