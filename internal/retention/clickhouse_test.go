@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +28,16 @@ func clickhouseAddr() string {
 
 func openClickHouse(t *testing.T) *chstore.Store {
 	t.Helper()
+	// A shared lock: the rollupfeed test that stops and restarts ClickHouse
+	// takes it exclusively, so this test never sees the server go away.
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "sluice-clickhouse-test.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Close() })
 	c, err := net.DialTimeout("tcp", clickhouseAddr(), 2*time.Second)
 	if err != nil {
 		msg := fmt.Sprintf("ClickHouse not reachable on %s (%v); start it with: bash scripts/servers.sh up clickhouse", clickhouseAddr(), err)
