@@ -1,11 +1,11 @@
 package retention_test
 
 import (
-	"bytes"
 	"fmt"
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
@@ -90,13 +90,19 @@ func cqlSession(t *testing.T) *gocql.Session {
 
 var tombRE = regexp.MustCompile(`Read (\d+) live rows and (\d+) tombstone cells`)
 
+// idTracer keeps the trace session ids of the queries it traces.
+type idTracer struct{ ids [][]byte }
+
+func (t *idTracer) Trace(id []byte) { t.ids = append(t.ids, id) }
+
 // tracedTombstones reads one partition with tracing on and returns the
-// tombstone cells the replica reports scanning.
+// tombstone cells the replica reports scanning. Trace events are written
+// asynchronously, so it polls system_traces until the read's event is there.
 func tracedTombstones(t *testing.T, sess *gocql.Session, tenant, device string, d model.Day) int {
 	t.Helper()
-	var trace bytes.Buffer
+	tr := &idTracer{}
 	it := sess.Query(`SELECT ts FROM readings WHERE tenant = ? AND device = ? AND day = ? AND sub = ?`, tenant, device, d.Start(), int32(0)).
-		Trace(gocql.NewTraceWriter(sess, &trace)).Iter()
+		Trace(tr).Iter()
 	var ts int64
 	rows := 0
 	for it.Scan(&ts) {
@@ -108,16 +114,34 @@ func tracedTombstones(t *testing.T, sess *gocql.Session, tenant, device string, 
 	if rows != 0 {
 		t.Fatalf("partition %s still has %d rows", device, rows)
 	}
-	m := tombRE.FindAllStringSubmatch(trace.String(), -1)
-	if m == nil {
-		t.Fatalf("no tombstone count in the trace of %s:\n%s", device, trace.String())
+	if len(tr.ids) == 0 {
+		t.Fatal("the read was not traced")
 	}
-	total := 0
-	for _, x := range m {
-		v, _ := strconv.Atoi(x[2])
-		total += v
+	id := tr.ids[len(tr.ids)-1]
+	var events []string
+	for range 100 {
+		events = events[:0]
+		total, found := 0, false
+		iter := sess.Query(`SELECT activity FROM system_traces.events WHERE session_id = ?`, id).Iter()
+		var activity string
+		for iter.Scan(&activity) {
+			events = append(events, activity)
+			if m := tombRE.FindStringSubmatch(activity); m != nil {
+				v, _ := strconv.Atoi(m[2])
+				total += v
+				found = true
+			}
+		}
+		if err := iter.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if found {
+			return total
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return total
+	t.Fatalf("no tombstone count in the trace of %s after 10s: %q", device, events)
+	return 0
 }
 
 // tombstoneMetric reads the table's tombstones-per-read histogram from the
