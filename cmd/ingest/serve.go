@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpingest"
 	"github.com/sluicehq/sluice/internal/readapi"
+	"github.com/sluicehq/sluice/internal/retention"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/internal/sink"
 )
@@ -56,11 +57,23 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		return err
 	}
 	defer ru.close() // deferred after st.Close, so it runs first
+	stopRetention, err := startRetention(ctx, cfg, st, ru.clickhouse(), logger.With("component", "retention"), reg)
+	if err != nil {
+		return err
+	}
+	defer stopRetention() // before the rollup and raw stores close
+	mqttBuckets(&cfg, logger)
 	sk := sink.New(cfg.Sink, cfg.Buckets, st, logger.With("component", "sink"), reg, ru.sinkOptions()...)
 	ingest := httpingest.New(httpingest.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxDecompressedBytes: cfg.HTTP.MaxDecompressedBytes, Limits: cfg.Limits.Decode(),
+		Horizon: horizon(cfg.Retention),
 	}, sk, time.Now, logger.With("component", "http"), reg)
-	read := readapi.New(st, time.Now, logger.With("component", "read"))
+	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"))
+	stopMQTT, err := startMQTT(cfg, sk, logger, reg)
+	if err != nil {
+		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
+		return err
+	}
 
 	tokens := make([]server.Token, len(cfg.Auth.Tokens))
 	for i, t := range cfg.Auth.Tokens {
@@ -71,7 +84,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		PostReadings: ingest.Readings, PostAudit: ingest.Audit,
 		GetReadings: read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		Extra:   ru.routes(),
+		Extra:   extraRoutes(ru.routes(), map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.DeadLetters(st, time.Now, logger.With("component", "read"))}),
 		Ready: func() error {
 			if stopping.Load() {
 				return errors.New("shutting down")
@@ -82,6 +95,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
+		stopMQTT(cfg.HTTP.ShutdownTimeout)
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
 		return fmt.Errorf("listen on %s (http.addr): %w", cfg.HTTP.Addr, err)
 	}
@@ -114,6 +128,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		logger.Error("http shutdown", "err", err)
 	}
 	logger.Info("http server stopped")
+	stopMQTT(cfg.HTTP.ShutdownTimeout)
 	shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
 	return runErr
 }
@@ -126,4 +141,15 @@ func shutdownSink(sk *sink.Sink, timeout time.Duration, logger *slog.Logger) {
 		return
 	}
 	logger.Info("write pipeline drained")
+}
+
+// extraRoutes merges the optional routes of the components.
+func extraRoutes(sets ...map[string]http.HandlerFunc) map[string]http.HandlerFunc {
+	out := make(map[string]http.HandlerFunc)
+	for _, set := range sets {
+		for pattern, h := range set {
+			out[pattern] = h
+		}
+	}
+	return out
 }

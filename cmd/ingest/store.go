@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/reader"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
@@ -19,6 +20,7 @@ import (
 type backend interface {
 	sink.Store
 	reader.Store
+	readapi.DeadLetterStore
 	Close() error
 }
 

@@ -76,6 +76,7 @@ func commands() []command {
 		rollupsVerifyCommand(),
 		topCommand(),
 		sqlCommand(),
+		deadLettersCommand(),
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/mqttingest"
+	"github.com/sluicehq/sluice/internal/retention"
 	"github.com/sluicehq/sluice/internal/rollupfeed"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
@@ -36,6 +38,9 @@ type Config struct {
 	Store   Store             `mapstructure:"store"`
 	Log     Log               `mapstructure:"log"`
 	Rollups rollupfeed.Config `mapstructure:"rollups"`
+	MQTT    mqttingest.Config `mapstructure:"mqtt"`
+
+	Retention retention.Config `mapstructure:"retention"`
 }
 
 // HTTP configures the HTTP listener shared by ingest, read API and metrics.
@@ -119,6 +124,9 @@ func Default() Config {
 		Store:   Store{Backend: "pebble", Pebble: Pebble{CacheBytes: 64 << 20}, Cassandra: cqlstore.DefaultConfig()},
 		Log:     Log{Level: "info", Format: "text"},
 		Rollups: rollupfeed.DefaultConfig(),
+		MQTT:    mqttingest.DefaultConfig(),
+
+		Retention: retention.DefaultConfig(),
 	}
 }
 
@@ -176,7 +184,7 @@ func Load(file string, env []string) (Config, string, error) {
 	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
 		dc.ErrorUnused = true
 		dc.WeaklyTypedInput = true
-		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(tokensHook, mapstructure.StringToTimeDurationHookFunc())
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(tokensHook, listHook, mapstructure.TextUnmarshallerHookFunc(), mapstructure.StringToTimeDurationHookFunc())
 	})
 	if err != nil {
 		return Config{}, file, fmt.Errorf("config: %w", err)
@@ -266,8 +274,8 @@ func checkUnknown(v *viper.Viper, def Config) error {
 		if _, ok := known[k]; ok {
 			continue
 		}
-		if strings.HasPrefix(k, "auth.tokens") {
-			continue
+		if strings.HasPrefix(k, "auth.tokens") || strings.HasPrefix(k, "retention.tenants.") {
+			continue // lists and maps: their entries are checked when decoded
 		}
 		errs = append(errs, fmt.Errorf("%s: unknown setting", k))
 	}
@@ -290,6 +298,21 @@ func tokensHook(from, to reflect.Type, data any) (any, error) {
 			return nil, fmt.Errorf("auth.tokens: entry %q is not token=tenant", redact(part))
 		}
 		out = append(out, Token{Token: tok, Tenant: tenant})
+	}
+	return out, nil
+}
+
+// listHook turns "a, b" into a list for the list settings other than
+// auth.tokens, e.g. SLUICE_MQTT_BROKERS=tcp://a:1883,tcp://b:1883.
+func listHook(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String || to.Kind() != reflect.Slice || to == reflect.TypeFor[[]Token]() {
+		return data, nil
+	}
+	out := []string{}
+	for p := range strings.SplitSeq(data.(string), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
 	}
 	return out, nil
 }
@@ -373,11 +396,18 @@ func (c Config) Validate() error {
 	if err := c.Rollups.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Retention.Validate(retention.Bound{Key: "limits.max_future", D: c.Limits.MaxFuture},
+		retention.Bound{Key: "rollups.allowed_lateness", D: c.Rollups.AllowedLateness}); err != nil {
+		errs = append(errs, err)
+	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
 	}
 	if !slices.Contains([]string{"text", "json"}, c.Log.Format) {
 		bad("log.format: %q is not one of text, json", c.Log.Format)
+	}
+	if err := c.MQTT.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -129,11 +129,14 @@ type Request struct {
 	Tenant   string
 	Readings []model.Reading
 	Audit    []model.AuditEvent
+	// DeadLetters are kept in the same commit as the rows; each is stored
+	// under the request's Tenant, whatever its own Tenant field says.
+	DeadLetters []model.DeadLetter
 }
 
-// Rows counts the rows (cells) the request stores.
+// Rows counts the rows (cells and dead letters) the request stores.
 func (r *Request) Rows() int {
-	n := len(r.Audit)
+	n := len(r.Audit) + len(r.DeadLetters)
 	for i := range r.Readings {
 		n += len(r.Readings[i].Metrics)
 	}
@@ -457,6 +460,10 @@ func (s *Sink) plan(group []*pending) {
 			} else {
 				pw.Events = append(pw.Events, p.req.Audit[pl.idx])
 			}
+		}
+		for _, dl := range p.req.DeadLetters {
+			dl.Tenant = p.req.Tenant
+			bt.b.DeadLetters = append(bt.b.DeadLetters, dl)
 		}
 		bt.ids = append(bt.ids, ids...)
 		if len(dupOf) > 0 {

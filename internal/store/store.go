@@ -8,6 +8,8 @@
 package store
 
 import (
+	"fmt"
+
 	"github.com/sluicehq/sluice/internal/model"
 )
 
@@ -79,4 +81,59 @@ func (r Range) Contains(pos Pos) bool {
 		return false
 	}
 	return r.After == nil || r.After.Less(pos)
+}
+
+// BucketKind says which data a retention bucket holds. Readings and audit
+// share their values with model.Kind.
+type BucketKind uint8
+
+// The kinds of data that expire.
+const (
+	BucketReadings               = BucketKind(model.KindReadings)
+	BucketAudit                  = BucketKind(model.KindAudit)
+	BucketDeadLetters BucketKind = 3
+	BucketRollups     BucketKind = 4
+)
+
+// BucketKinds lists every kind, in report order.
+var BucketKinds = []BucketKind{BucketReadings, BucketAudit, BucketDeadLetters, BucketRollups}
+
+// String returns the kind's name as used in configuration and reports.
+func (k BucketKind) String() string {
+	switch k {
+	case BucketReadings:
+		return "readings"
+	case BucketAudit:
+		return "audit"
+	case BucketDeadLetters:
+		return "dead_letters"
+	case BucketRollups:
+		return "rollups"
+	}
+	return fmt.Sprintf("bucket_kind(%d)", uint8(k))
+}
+
+// Bucket is the unit retention drops: one UTC day of one tenant's data of
+// one kind. Tenant is empty for a bucket that holds every tenant's day
+// (ClickHouse rollup partitions).
+type Bucket struct {
+	Kind   BucketKind
+	Tenant string
+	Day    model.Day
+}
+
+func (b Bucket) String() string {
+	t := b.Tenant
+	if t == "" {
+		t = "*"
+	}
+	return fmt.Sprintf("%s/%s/%s", b.Kind, t, b.Day)
+}
+
+// BucketSize is what a bucket holds, as its catalogue states it (counts are
+// upper bounds: overwrites count again).
+type BucketSize struct {
+	Partitions int64
+	Rows       int64
+	Bytes      int64
 }

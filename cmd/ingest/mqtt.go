@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/broker"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/mqttingest"
+	"github.com/sluicehq/sluice/internal/sink"
+)
+
+// mqttBuckets adjusts the bucket planner for shared subscriptions: when
+// several gateways may receive messages of the same device, each must fill
+// partitions of its own (see buckets.Config.PerWriterSingle). It warns when the
+// writer slot was left at its default.
+func mqttBuckets(cfg *config.Config, logger *slog.Logger) {
+	if !cfg.MQTT.Active() || cfg.MQTT.SharedGroup == "" {
+		return
+	}
+	cfg.Buckets.PerWriterSingle = true
+	if cfg.Buckets.Writer == 0 {
+		logger.Warn("mqtt.shared_group is set and buckets.writer_id is 0: give every gateway of the group its own buckets.writer_id (1-255), or two gateways writing one store will share partitions",
+			"shared_group", cfg.MQTT.SharedGroup)
+	}
+}
+
+// startMQTT starts the embedded broker and the MQTT subscription when they
+// are configured. The returned stop function stops them, subscription
+// first; call it before the sink drains, since the subscription's last
+// writes go through the sink.
+func startMQTT(cfg config.Config, sk *sink.Sink, logger *slog.Logger, reg prometheus.Registerer) (func(timeout time.Duration), error) {
+	mc := cfg.MQTT
+	if !mc.Active() {
+		return func(time.Duration) {}, nil
+	}
+	var b *broker.Broker
+	if mc.Embedded.Enabled {
+		tmpl, err := mqttingest.ParseTemplate(mc.TopicTemplate)
+		if err != nil {
+			return nil, fmt.Errorf("mqtt.topic_template: %w", err)
+		}
+		var pw [16]byte
+		_, _ = rand.Read(pw[:])
+		secret := hex.EncodeToString(pw[:])
+		b, err = broker.Start(mc.Embedded, broker.Options{
+			Dir:                filepath.Join(cfg.DataDir, "broker"),
+			SubscriberPassword: secret,
+			TopicOf:            func(u broker.User) string { return tmpl.Render(u.Tenant, u.DeviceID) },
+			Anonymous: func(topic string) bool {
+				_, _, err := tmpl.Match(topic)
+				return err == nil
+			},
+		}, logger.With("component", "mqtt-broker"))
+		if err != nil {
+			return nil, err
+		}
+		if mc.Embedded.AllowAnonymous {
+			logger.Warn("THE EMBEDDED MQTT BROKER ACCEPTS ANONYMOUS CLIENTS: anyone who reaches it can publish readings for any device; set mqtt.embedded.users and allow_anonymous: false before exposing it",
+				"listen", b.Addr())
+		}
+		logger.Info("embedded mqtt broker listening", "addr", b.Addr(), "accounts", len(mc.Embedded.Users))
+		mc.Brokers = []string{"tcp://" + b.Addr()}
+		mc.Username, mc.Password, mc.TLS = broker.SubscriberUsername, secret, mqttingest.TLS{}
+	}
+	in, err := mqttingest.New(mc, sk, cfg.Limits.Decode(), time.Now, logger.With("component", "mqtt"), reg)
+	if err == nil {
+		in.SetHorizon(horizon(cfg.Retention))
+		err = in.Start()
+	}
+	if err != nil {
+		if b != nil {
+			_ = b.Close()
+		}
+		return nil, err
+	}
+	return func(timeout time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := in.Stop(ctx); err != nil {
+			logger.Error("stop mqtt subscription", "err", err)
+		} else {
+			logger.Info("mqtt subscription stopped")
+		}
+		if b != nil {
+			if err := b.Close(); err != nil {
+				logger.Error("close embedded mqtt broker", "err", err)
+			} else {
+				logger.Info("embedded mqtt broker stopped")
+			}
+		}
+	}, nil
+}

@@ -1,0 +1,330 @@
+package mqttingest
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/sluicehq/sluice/internal/broker"
+	"github.com/sluicehq/sluice/internal/buckets"
+)
+
+// brokerUnderTest is where a test publishes and subscribes.
+type brokerUnderTest struct {
+	addr string
+	// gwUser, gwPass: the gateway's credentials.
+	gwUser, gwPass string
+}
+
+const embeddedGatewayPassword = "gateway-secret"
+
+// brokers returns the brokers every delivery test runs against: the real
+// Mosquitto of scripts/servers.sh, and an embedded broker.
+func brokers(t *testing.T) map[string]func(t *testing.T, prefix string) brokerUnderTest {
+	return map[string]func(t *testing.T, prefix string) brokerUnderTest{
+		"mosquitto": func(t *testing.T, _ string) brokerUnderTest {
+			requireServer(t, mosquittoAddr, "mosquitto")
+			return brokerUnderTest{addr: mosquittoAddr}
+		},
+		"embedded": func(t *testing.T, prefix string) brokerUnderTest {
+			b := startEmbedded(t, prefix, broker.Config{Enabled: true, Listen: "127.0.0.1:0", AllowAnonymous: true})
+			return brokerUnderTest{addr: b.Addr(), gwUser: broker.SubscriberUsername, gwPass: embeddedGatewayPassword}
+		},
+	}
+}
+
+func startEmbedded(t *testing.T, prefix string, cfg broker.Config) *broker.Broker {
+	t.Helper()
+	tmpl, err := ParseTemplate(prefix + "/{device_id}/readings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.Start(cfg, broker.Options{
+		Dir: t.TempDir(), SubscriberPassword: embeddedGatewayPassword,
+		TopicOf: func(u broker.User) string { return tmpl.Render(u.Tenant, u.DeviceID) },
+		Anonymous: func(topic string) bool {
+			_, _, err := tmpl.Match(topic)
+			return err == nil
+		},
+	}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// stream is a set of messages and the rows they must produce.
+type stream struct {
+	topics   []string
+	payloads []string
+	want     map[cell]int
+	devices  []string
+	from, to int64
+}
+
+// makeStream builds n messages over 7 devices; every tenth carries an
+// array of two readings, the others one reading.
+func makeStream(prefix string, first, n int, base int64) stream {
+	s := stream{want: make(map[cell]int), from: base, to: base + int64(4*(first+n)) + 1}
+	for d := range 7 {
+		s.devices = append(s.devices, fmt.Sprintf("dev-%d", d))
+	}
+	for i := first; i < first+n; i++ {
+		dev := s.devices[i%7]
+		ts := base + int64(2*i)
+		one := func(ts int64) string {
+			s.want[cell{device: dev, metric: "v", ts: ts, value: float64(i)}] = 1
+			s.want[cell{device: dev, metric: "w", ts: ts, value: float64(-i)}] = 1
+			return fmt.Sprintf(`{"ts":%d,"metrics":{"v":%d,"w":%d}}`, ts, i, -i)
+		}
+		p := one(ts)
+		if i%10 == 0 {
+			p = "[" + p + "," + fmt.Sprintf(`{"device_id":%q,"ts":%d,"seq":%d,"metrics":{"v":%d,"w":%d}}`, dev, ts+1, i, i, -i) + "]"
+			s.want[cell{device: dev, metric: "v", ts: ts + 1, value: float64(i)}] = 1
+			s.want[cell{device: dev, metric: "w", ts: ts + 1, value: float64(-i)}] = 1
+		}
+		s.topics = append(s.topics, prefix+"/"+dev+"/readings")
+		s.payloads = append(s.payloads, p)
+	}
+	return s
+}
+
+func (s stream) publish(t *testing.T, c mqtt.Client) {
+	t.Helper()
+	toks := make([]mqtt.Token, len(s.topics))
+	for i := range s.topics {
+		toks[i] = c.Publish(s.topics[i], 1, false, s.payloads[i])
+	}
+	for _, tok := range toks {
+		if !tok.WaitTimeout(60*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish: %v", tok.Error())
+		}
+	}
+}
+
+// checkExactlyOnce fails unless the stored rows are exactly want, each key
+// once.
+func checkExactlyOnce(t *testing.T, got, want map[cell]int) {
+	t.Helper()
+	missing, extra, dup := 0, 0, 0
+	for c := range want {
+		if got[c] == 0 {
+			missing++
+		}
+	}
+	for c, n := range got {
+		if want[c] == 0 {
+			extra++
+		}
+		if n > 1 {
+			dup++
+		}
+	}
+	if missing+extra+dup > 0 {
+		t.Errorf("stored %d distinct rows, want %d: %d missing, %d unexpected, %d keys returned more than once", len(got), len(want), missing, extra, dup)
+	}
+}
+
+func baseTS() int64 { return time.Now().Add(-time.Hour).UnixMilli() }
+
+// A gateway that stalls and dies without acknowledging, and a second one
+// with the same client id: every message ends up stored exactly once.
+func TestCrashRedelivery(t *testing.T) {
+	for name, setup := range brokers(t) {
+		t.Run(name, func(t *testing.T) {
+			prefix := "sluicetest/" + uniq(t)
+			b := setup(t, prefix)
+			cfg := testConfig(b.addr, prefix)
+			cfg.Username, cfg.Password = b.gwUser, b.gwPass
+			cfg.MaxInflight = 64
+			// A small bound splits each device-day into several partitions,
+			// so redelivered readings may meet a planner that moved on.
+			bc := buckets.DefaultConfig()
+			bc.MaxRows = 300
+			stk := newStack(t, bc)
+			const n = 3000
+			s := makeStream(prefix, 0, n, baseTS())
+
+			hw := &hangingWriter{w: stk.sk, left: n / 3, stalled: make(chan struct{})}
+			g1 := startGateway(t, cfg, hw)
+			s.publish(t, publisher(t, b.addr, prefix+"-pub", "", ""))
+			select {
+			case <-hw.stalled:
+			case <-time.After(60 * time.Second):
+				t.Fatal("the first gateway never reached its stall point")
+			}
+			g1.kill()
+			partial := len(readAll(t, stk.st, "acme", s.devices, s.from, s.to))
+			t.Logf("first gateway stored %d of %d rows before it was killed", partial, len(s.want))
+
+			g2 := startGatewayWait(t, cfg, stk.sk, false)
+			eventually(t, 2*time.Minute, "every row stored", func() bool {
+				return len(readAll(t, stk.st, "acme", s.devices, s.from, s.to)) >= len(s.want)
+			})
+			g2.stop(t)
+			checkExactlyOnce(t, readAll(t, stk.st, "acme", s.devices, s.from, s.to), s.want)
+			if partial >= len(s.want) {
+				t.Errorf("the first gateway stored everything (%d rows) before the kill: the test proved nothing", partial)
+			}
+		})
+	}
+}
+
+// Poison messages become dead letters, with their reason, and the good
+// messages around them are stored.
+func TestPoisonMessages(t *testing.T) {
+	for name, setup := range brokers(t) {
+		t.Run(name, func(t *testing.T) {
+			prefix := "sluicetest/" + uniq(t)
+			b := setup(t, prefix)
+			cfg := testConfig(b.addr, prefix)
+			cfg.Username, cfg.Password = b.gwUser, b.gwPass
+			cfg.DeadLetterPayloadBytes = 24
+			cfg.MaxPayloadBytes = 4096
+			stk := newStack(t, buckets.DefaultConfig())
+			g := startGateway(t, cfg, stk.sk)
+			pub := publisher(t, b.addr, prefix+"-pub", "", "")
+
+			good := makeStream(prefix, 0, 200, baseTS())
+			poison := []struct{ device, payload, reason string }{
+				{"dev-0", `{"ts":1,"metrics":{"v":1}`, "invalid_json"},
+				{"dev-1", `not json at all`, "invalid_json"},
+				{"dev-2", `{"ts":"yesterday","metrics":{"v":1}}`, "invalid_field"},
+				{"dev-3", `{"ts":1,"metrics":{"v":1},"colour":"red"}`, "invalid_field"},
+				{"dev-4", `{"device_id":"dev-5","ts":1,"metrics":{"v":1}}`, "device_mismatch"},
+				{"dev-5", `{"ts":1,"metrics":{}}`, "invalid_field"},
+				{"dev-6", strings.Repeat(" ", 5000), "too_large"},
+				{"bad device!", `{"ts":1,"metrics":{"v":1}}`, "bad_topic"},
+			}
+			// Interleave: poison between good messages, in one stream.
+			for i := range good.topics {
+				publish(t, pub, good.topics[i], good.payloads[i])
+				if i%25 == 0 && i/25 < len(poison) {
+					p := poison[i/25]
+					publish(t, pub, prefix+"/"+p.device+"/readings", p.payload)
+				}
+			}
+			eventually(t, time.Minute, "good rows and dead letters stored", func() bool {
+				return len(readAll(t, stk.st, "acme", good.devices, good.from, good.to)) >= len(good.want) &&
+					len(deadLetters(t, stk.st, "acme")) >= len(poison)
+			})
+			g.stop(t)
+			checkExactlyOnce(t, readAll(t, stk.st, "acme", good.devices, good.from, good.to), good.want)
+			dls := deadLetters(t, stk.st, "acme")
+			var gotReasons, wantReasons []string
+			for _, p := range poison {
+				wantReasons = append(wantReasons, p.reason)
+			}
+			for _, d := range dls {
+				gotReasons = append(gotReasons, d.Reason)
+				if d.Source != "mqtt" || !strings.HasPrefix(d.Topic, prefix+"/") || d.Error == "" || d.ID == "" {
+					t.Errorf("dead letter lacks its source, topic, error or id: %+v", d)
+				}
+				if len(d.Payload) > 24 {
+					t.Errorf("dead letter keeps %d payload bytes, the limit is 24", len(d.Payload))
+				}
+				if d.Reason == "too_large" && !d.Truncated {
+					t.Errorf("dead letter of a 5000-byte payload is not marked truncated: %+v", d)
+				}
+			}
+			slices.Sort(gotReasons)
+			slices.Sort(wantReasons)
+			if !slices.Equal(gotReasons, wantReasons) {
+				t.Errorf("dead-letter reasons = %v, want %v", gotReasons, wantReasons)
+			}
+		})
+	}
+}
+
+// Mosquitto restarted mid-stream (persistence on): nothing is lost.
+func TestBrokerRestart(t *testing.T) {
+	requireServer(t, mosquittoAddr, "mosquitto")
+	prefix := "sluicetest/" + uniq(t)
+	cfg := testConfig(mosquittoAddr, prefix)
+	cfg.MaxInflight = 16
+	stk := newStack(t, buckets.DefaultConfig())
+	const n = 2000
+	first := makeStream(prefix, 0, n/2, baseTS())
+	second := makeStream(prefix, n/2, n/2, first.from)
+
+	// A slow writer keeps messages queued at the broker when it restarts.
+	g := startGateway(t, cfg, slowWriter{w: stk.sk, delay: 5 * time.Millisecond})
+	first.publish(t, publisher(t, mosquittoAddr, prefix+"-pub1", "", ""))
+	stored := len(readAll(t, stk.st, "acme", first.devices, first.from, second.to))
+	out, err := exec.Command("bash", filepath.Join("..", "..", "scripts", "servers.sh"), "restart", "mosquitto").CombinedOutput()
+	if err != nil {
+		t.Fatalf("restart mosquitto: %v\n%s", err, out)
+	}
+	t.Logf("restarted mosquitto with %d of %d rows of the first half stored", stored, len(first.want))
+	second.publish(t, publisher(t, mosquittoAddr, prefix+"-pub2", "", ""))
+
+	want := first.want
+	for c := range second.want {
+		want[c] = 1
+	}
+	eventually(t, 2*time.Minute, "every row stored", func() bool {
+		return len(readAll(t, stk.st, "acme", first.devices, first.from, second.to)) >= len(want)
+	})
+	g.stop(t)
+	checkExactlyOnce(t, readAll(t, stk.st, "acme", first.devices, first.from, second.to), want)
+}
+
+// On the embedded broker a device account publishes to its own topic only,
+// and cannot subscribe.
+func TestEmbeddedBrokerACL(t *testing.T) {
+	prefix := "sluicetest/" + uniq(t)
+	b := startEmbedded(t, prefix, broker.Config{Enabled: true, Listen: "127.0.0.1:0", Users: []broker.User{
+		{Username: "pump-1", Password: "pump-1-secret", DeviceID: "pump-1"},
+		{Username: "pump-2", Password: "pump-2-secret", DeviceID: "pump-2"},
+	}})
+	cfg := testConfig(b.Addr(), prefix)
+	cfg.Username, cfg.Password = broker.SubscriberUsername, embeddedGatewayPassword
+	stk := newStack(t, buckets.DefaultConfig())
+	g := startGateway(t, cfg, stk.sk)
+	defer g.stop(t)
+
+	ts := baseTS()
+	// MQTT 3.1.1 lets a broker answer a refused publish only by closing
+	// the connection; the forger must not reconnect and retry for ever.
+	fo := mqtt.NewClientOptions().AddBroker("tcp://" + b.Addr()).SetClientID(prefix + "-forger").
+		SetUsername("pump-1").SetPassword("pump-1-secret").SetAutoReconnect(false)
+	forger := mqtt.NewClient(fo)
+	if tok := forger.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect pump-1: %v", tok.Error())
+	}
+	forger.Publish(prefix+"/pump-2/readings", 1, false, fmt.Sprintf(`{"ts":%d,"metrics":{"forged":1}}`, ts)).WaitTimeout(2 * time.Second)
+	eventually(t, 10*time.Second, "the broker to drop the forger", func() bool { return !forger.IsConnectionOpen() })
+	forger.Disconnect(0)
+
+	p1 := publisher(t, b.Addr(), prefix+"-p1", "pump-1", "pump-1-secret")
+	publish(t, p1, prefix+"/pump-1/readings", fmt.Sprintf(`{"ts":%d,"metrics":{"own":1}}`, ts))
+	eventually(t, 30*time.Second, "pump-1's own reading stored", func() bool {
+		return len(readAll(t, stk.st, "acme", []string{"pump-1"}, ts, ts+1)) == 1
+	})
+	if got := readAll(t, stk.st, "acme", []string{"pump-2"}, ts, ts+1); len(got) != 0 {
+		t.Errorf("pump-1 wrote into pump-2's topic: %v", got)
+	}
+
+	sub := p1.Subscribe(prefix+"/#", 1, func(mqtt.Client, mqtt.Message) {})
+	if sub.WaitTimeout(10*time.Second) && sub.Error() == nil {
+		if res := sub.(*mqtt.SubscribeToken).Result(); res[prefix+"/#"] != 0x80 {
+			t.Errorf("a device account was allowed to subscribe (granted QoS %d)", res[prefix+"/#"])
+		}
+	}
+
+	for _, creds := range [][2]string{{"", ""}, {"pump-1", "wrong-password"}, {broker.SubscriberUsername, "guess"}} {
+		o := mqtt.NewClientOptions().AddBroker("tcp://" + b.Addr()).SetClientID(prefix + "-bad").SetUsername(creds[0]).SetPassword(creds[1])
+		c := mqtt.NewClient(o)
+		if tok := c.Connect(); tok.WaitTimeout(10*time.Second) && tok.Error() == nil {
+			c.Disconnect(0)
+			t.Errorf("broker accepted username %q with a bad password", creds[0])
+		}
+	}
+}
