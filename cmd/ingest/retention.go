@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -18,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/retention"
+	"github.com/sluicehq/sluice/internal/rollupstore"
 	"github.com/sluicehq/sluice/internal/store"
 )
 
@@ -29,39 +31,44 @@ func horizon(cfg retention.Config) func(model.Kind, string, time.Time) time.Time
 }
 
 // retentionStores are the stores a sweep covers: the raw-data backend and,
-// when rollups go to ClickHouse, the rollup table. (The embedded rollup
-// store is keyed tenant first, so it has no day ranges to drop: its rollups
-// are not expired yet.)
-func retentionStores(st backend, ch *chstore.Store) ([]retention.Store, error) {
+// when rollups are on, the rollup store (ClickHouse's minute table or the
+// embedded rollup store), which may be nil.
+func retentionStores(st backend, rollupStore retention.Store) ([]retention.Store, error) {
 	rs, ok := st.(retention.Store)
 	if !ok {
 		return nil, fmt.Errorf("store %T cannot drop buckets", st)
 	}
 	out := []retention.Store{rs}
-	if ch != nil {
-		out = append(out, ch)
+	if rollupStore != nil {
+		out = append(out, rollupStore)
 	}
 	return out, nil
 }
 
-// clickhouse is the ClickHouse rollup store the gateway writes, or nil.
-func (r *rollups) clickhouse() *chstore.Store {
-	if r == nil {
+// retentionStore is the rollup store the gateway writes, for the sweeper,
+// or nil when rollups are off.
+func (r *rollups) retentionStore() retention.Store {
+	switch {
+	case r == nil:
 		return nil
+	case r.ch != nil:
+		return r.ch
+	case r.emb != nil:
+		return r.emb
 	}
-	return r.ch
+	return nil
 }
 
 // startRetention runs the sweeper in the background when retention.enabled
 // is set. The returned function stops it and waits for the sweep in
 // progress to end (each step of a sweep is idempotent, so stopping midway
 // is safe); call it before closing the store.
-func startRetention(ctx context.Context, cfg config.Config, st backend, ch *chstore.Store, logger *slog.Logger, reg prometheus.Registerer) (func(), error) {
+func startRetention(ctx context.Context, cfg config.Config, st backend, rollupStore retention.Store, logger *slog.Logger, reg prometheus.Registerer) (func(), error) {
 	if !cfg.Retention.Enabled {
 		logger.Info("retention sweeper disabled (retention.enabled: false)")
 		return func() {}, nil
 	}
-	stores, err := retentionStores(st, ch)
+	stores, err := retentionStores(st, rollupStore)
 	if err != nil {
 		return nil, err
 	}
@@ -129,14 +136,24 @@ func retentionCmd(ctx context.Context, args, env []string, stdout, stderr io.Wri
 			logger.Error("close store", "err", err)
 		}
 	}()
-	var ch *chstore.Store
-	if cfg.Rollups.Enabled && cfg.Rollups.ClickHouse.Addr != "" {
-		if ch, err = chstore.Open(cfg.Rollups.ClickHouse, logger); err != nil {
+	var rollupStore retention.Store
+	switch {
+	case cfg.Rollups.Enabled && cfg.Rollups.ClickHouse.Addr != "":
+		ch, err := chstore.Open(cfg.Rollups.ClickHouse, logger)
+		if err != nil {
 			return err
 		}
 		defer ch.Close()
+		rollupStore = ch
+	case cfg.Rollups.Enabled:
+		emb, err := rollupstore.Open(filepath.Join(cfg.DataDir, "rollups"), logger)
+		if err != nil {
+			return fmt.Errorf("%w (is the gateway running on %s? stop it first)", err, cfg.DataDir)
+		}
+		defer emb.Close()
+		rollupStore = emb
 	}
-	stores, err := retentionStores(st, ch)
+	stores, err := retentionStores(st, rollupStore)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		return err
 	}
 	defer ru.close() // deferred after st.Close, so it runs first
-	stopRetention, err := startRetention(ctx, cfg, st, ru.clickhouse(), logger.With("component", "retention"), reg)
+	stopRetention, err := startRetention(ctx, cfg, st, ru.retentionStore(), logger.With("component", "retention"), reg)
 	if err != nil {
 		return err
 	}
