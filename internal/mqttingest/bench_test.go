@@ -126,6 +126,9 @@ type drainStats struct {
 	d      time.Duration
 	writes int64         // sink writes
 	wait   time.Duration // summed latency of the writes
+	// inflight is the mean number of messages received and not yet
+	// acknowledged.
+	inflight float64
 }
 
 // sluiceDrain measures the gateway: the same backlog, drained through the
@@ -153,12 +156,24 @@ func sluiceDrain(b *testing.B, prefix string, topics, payloads []string) drainSt
 	w0, n0 := cw.writes.Load(), cw.nanos.Load()
 	start := time.Now()
 	g = startGatewayWait(b, cfg, cw, false)
-	select {
-	case <-cw.done:
-	case <-time.After(5 * time.Minute):
-		b.Fatalf("gateway stored %d of %d readings", cw.got.Load(), cw.want)
+	// Sample the messages in flight (received, not yet acknowledged).
+	var samples, sum int64
+	tick := time.NewTicker(time.Millisecond)
+wait:
+	for {
+		select {
+		case <-cw.done:
+			break wait
+		case <-tick.C:
+			samples++
+			sum += int64(len(g.in.inflight))
+		case <-time.After(5 * time.Minute):
+			b.Fatalf("gateway stored %d of %d readings", cw.got.Load(), cw.want)
+		}
 	}
-	st := drainStats{d: time.Since(start), writes: cw.writes.Load() - w0, wait: time.Duration(cw.nanos.Load() - n0)}
+	tick.Stop()
+	st := drainStats{d: time.Since(start), writes: cw.writes.Load() - w0, wait: time.Duration(cw.nanos.Load() - n0),
+		inflight: float64(sum) / float64(max(samples, 1))}
 	g.stop(b)
 	return st
 }
@@ -186,6 +201,7 @@ func BenchmarkMQTTToStore(b *testing.B) {
 		gw.d += st.d
 		gw.writes += st.writes
 		gw.wait += st.wait
+		gw.inflight += st.inflight
 		n++
 	}
 	limitRate := readings * float64(n) / limit.Seconds()
@@ -197,4 +213,5 @@ func BenchmarkMQTTToStore(b *testing.B) {
 	b.ReportMetric(float64(gw.writes)/gw.d.Seconds(), "writes/s")
 	b.ReportMetric(float64(benchMessages*n)/float64(max(gw.writes, 1)), "msgs/write")
 	b.ReportMetric(gw.wait.Seconds()*1000/float64(max(gw.writes, 1)), "ms/write")
+	b.ReportMetric(gw.inflight/float64(n), "msgs_inflight")
 }

@@ -314,7 +314,6 @@ func (in *Ingester) process() {
 				break fill
 			}
 		}
-		reqs := in.prepare(batch)
 		select {
 		case in.slots <- struct{}{}:
 		case <-in.stop:
@@ -325,7 +324,7 @@ func (in *Ingester) process() {
 			return
 		}
 		in.writes.Add(1)
-		go in.write(batch, reqs)
+		go in.write(batch)
 	}
 }
 
@@ -374,11 +373,12 @@ func (in *Ingester) prepare(batch []*item) []*sink.Request {
 
 // write stores the requests of a batch, retrying until they are durable
 // or the ingester is stopped, then finishes its messages.
-func (in *Ingester) write(batch []*item, reqs []*sink.Request) {
+func (in *Ingester) write(batch []*item) {
 	defer func() {
 		<-in.slots
 		in.writes.Done()
 	}()
+	reqs := in.prepare(batch)
 	for _, r := range reqs {
 		if err := in.writeOne(r); err != nil {
 			for _, it := range batch {
