@@ -19,11 +19,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // TimeFormat is how the client writes times into query parameters and how
 // the read API writes them: RFC 3339, UTC, milliseconds.
-const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+const TimeFormat = wire.TimeFormat
 
 // MaxLimit is the largest page the read API serves.
 const MaxLimit = 10_000

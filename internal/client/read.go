@@ -1,18 +1,16 @@
 package client
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
 	"net/url"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // Range is what a readings or audit query shares: a time range and a page.
@@ -75,64 +73,21 @@ type PartitionsQuery struct {
 	Day    model.Day
 }
 
-// The JSON shapes of the read API's answers.
-type (
-	readingJSON struct {
-		DeviceID string             `json:"device_id"`
-		TS       string             `json:"ts"`
-		Seq      *int64             `json:"seq"`
-		Metrics  map[string]float64 `json:"metrics"`
-	}
-	eventJSON struct {
-		EventID    string          `json:"event_id"`
-		Stream     string          `json:"stream"`
-		TS         string          `json:"ts"`
-		Actor      string          `json:"actor"`
-		Action     string          `json:"action"`
-		Resource   string          `json:"resource"`
-		Outcome    string          `json:"outcome"`
-		Attributes json.RawMessage `json:"attributes"`
-	}
-	partitionJSON struct {
-		Kind      string `json:"kind"`
-		Series    string `json:"series"`
-		Day       string `json:"day"`
-		SubBucket uint32 `json:"sub_bucket"`
-		State     string `json:"state"`
-		Closed    bool   `json:"closed"`
-		Rows      int64  `json:"rows"`
-		Bytes     int64  `json:"bytes"`
-		MinTS     string `json:"min_ts"`
-		MaxTS     string `json:"max_ts"`
-	}
-)
-
 // Readings returns one page of q.
 func (c *Client) Readings(ctx context.Context, q ReadingsQuery) (ReadingsPage, error) {
 	if q.Device == "" {
 		return ReadingsPage{}, errors.New("readings query: device is required")
 	}
-	var body struct {
-		Readings   []readingJSON `json:"readings"`
-		NextCursor string        `json:"next_cursor"`
-	}
+	var body wire.ReadingsPage
 	if err := c.get(ctx, "/v1/readings", q.params(url.Values{"device": {q.Device}}), &body); err != nil {
 		return ReadingsPage{}, err
 	}
 	page := ReadingsPage{Readings: make([]model.Reading, len(body.Readings)), NextCursor: body.NextCursor}
 	for i, j := range body.Readings {
-		ts, err := parseTS(j.TS)
+		r, err := j.Model()
 		if err != nil {
-			return ReadingsPage{}, fmt.Errorf("decode /v1/readings response: reading %d: ts: %w", i, err)
+			return ReadingsPage{}, fmt.Errorf("decode /v1/readings response: reading %d: %w", i, err)
 		}
-		r := model.Reading{DeviceID: j.DeviceID, TS: ts, Metrics: make([]model.Metric, 0, len(j.Metrics))}
-		if j.Seq != nil {
-			r.Seq, r.HasSeq = *j.Seq, true
-		}
-		for name, v := range j.Metrics {
-			r.Metrics = append(r.Metrics, model.Metric{Name: name, Value: v})
-		}
-		slices.SortFunc(r.Metrics, func(a, b model.Metric) int { return cmp.Compare(a.Name, b.Name) })
 		page.Readings[i] = r
 	}
 	return page, nil
@@ -143,25 +98,17 @@ func (c *Client) Audit(ctx context.Context, q AuditQuery) (AuditPage, error) {
 	if q.Stream == "" {
 		return AuditPage{}, errors.New("audit query: stream is required")
 	}
-	var body struct {
-		Events     []eventJSON `json:"events"`
-		NextCursor string      `json:"next_cursor"`
-	}
+	var body wire.EventsPage
 	if err := c.get(ctx, "/v1/audit", q.params(url.Values{"stream": {q.Stream}}), &body); err != nil {
 		return AuditPage{}, err
 	}
 	page := AuditPage{Events: make([]model.AuditEvent, len(body.Events)), NextCursor: body.NextCursor}
 	for i, j := range body.Events {
-		ts, err := parseTS(j.TS)
+		e, err := j.Model()
 		if err != nil {
-			return AuditPage{}, fmt.Errorf("decode /v1/audit response: event %d: ts: %w", i, err)
+			return AuditPage{}, fmt.Errorf("decode /v1/audit response: event %d: %w", i, err)
 		}
-		var attrs []byte
-		if len(j.Attributes) > 0 && string(j.Attributes) != "null" {
-			attrs = j.Attributes
-		}
-		page.Events[i] = model.AuditEvent{EventID: j.EventID, Stream: j.Stream, TS: ts, Actor: j.Actor,
-			Action: j.Action, Resource: j.Resource, Outcome: j.Outcome, Attributes: attrs}
+		page.Events[i] = e
 	}
 	return page, nil
 }
@@ -174,48 +121,19 @@ func (c *Client) Partitions(ctx context.Context, q PartitionsQuery) ([]model.Par
 		return nil, errors.New("partitions query: series is required")
 	}
 	params := url.Values{"kind": {q.Kind.String()}, "series": {q.Series}, "day": {q.Day.String()}}
-	var body struct {
-		Partitions []partitionJSON `json:"partitions"`
-	}
+	var body wire.PartitionsPage
 	if err := c.get(ctx, "/v1/partitions", params, &body); err != nil {
 		return nil, err
 	}
 	out := make([]model.PartitionInfo, len(body.Partitions))
 	for i, j := range body.Partitions {
-		p, err := j.model()
+		p, err := j.Model()
 		if err != nil {
 			return nil, fmt.Errorf("decode /v1/partitions response: partition %d: %w", i, err)
 		}
 		out[i] = p
 	}
 	return out, nil
-}
-
-func (j partitionJSON) model() (model.PartitionInfo, error) {
-	kind, err := model.ParseKind(j.Kind)
-	if err != nil {
-		return model.PartitionInfo{}, fmt.Errorf("kind: %w", err)
-	}
-	day, err := model.ParseDay(j.Day)
-	if err != nil {
-		return model.PartitionInfo{}, fmt.Errorf("day: %w", err)
-	}
-	minTS, err := parseTS(j.MinTS)
-	if err != nil {
-		return model.PartitionInfo{}, fmt.Errorf("min_ts: %w", err)
-	}
-	maxTS, err := parseTS(j.MaxTS)
-	if err != nil {
-		return model.PartitionInfo{}, fmt.Errorf("max_ts: %w", err)
-	}
-	return model.PartitionInfo{
-		Key:   model.PartitionKey{Kind: kind, Series: j.Series, Day: day, Sub: j.SubBucket},
-		Rows:  j.Rows,
-		Bytes: j.Bytes,
-		MinTS: minTS,
-		MaxTS: maxTS,
-		State: j.State, Closed: j.Closed,
-	}, nil
 }
 
 // ReadingPages yields the pages of q in order, starting at q.Cursor and
@@ -261,13 +179,4 @@ func pages[P any](first string, fetch func(cursor string) (P, string, error)) it
 			cursor = next
 		}
 	}
-}
-
-// parseTS reads an RFC 3339 timestamp into milliseconds since the epoch.
-func parseTS(s string) (int64, error) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not RFC 3339", s)
-	}
-	return t.UnixMilli(), nil
 }

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // RollupsQuery selects the rollups of one device's metric.
@@ -19,18 +21,7 @@ type RollupsQuery struct {
 }
 
 // Bucket is one step of a rollup series, as GET /v1/rollups returns it.
-type Bucket struct {
-	Start   string  `json:"start"`
-	Count   uint64  `json:"count"`
-	Sum     float64 `json:"sum"`
-	Min     float64 `json:"min"`
-	Max     float64 `json:"max"`
-	Mean    float64 `json:"mean"`
-	First   float64 `json:"first"`
-	FirstTS string  `json:"first_ts"`
-	Last    float64 `json:"last"`
-	LastTS  string  `json:"last_ts"`
-}
+type Bucket = wire.Bucket
 
 // Series is the answer of GET /v1/rollups.
 type Series struct {
@@ -67,13 +58,7 @@ type TopQuery struct {
 }
 
 // Rank is one device of a top list.
-type Rank struct {
-	Device string  `json:"device"`
-	Value  float64 `json:"value"`
-	Count  uint64  `json:"count"`
-	Mean   float64 `json:"mean"`
-	Max    float64 `json:"max"`
-}
+type Rank = wire.Rank
 
 // TopList is the answer of GET /v1/top.
 type TopList struct {

@@ -10,12 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/reader"
 	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // DeadLetterStore is what GET /v1/deadletters needs of a backend.
@@ -28,19 +28,8 @@ type DeadLetterStore interface {
 // MaxDeadLetterDays bounds the days one dead-letter query may span.
 const MaxDeadLetterDays = 400
 
-// DeadLetter is the JSON form of a dead letter. The payload is a string
-// when it is valid UTF-8, else base64 in payload_base64.
-type DeadLetter struct {
-	TS            string `json:"ts"`
-	ID            string `json:"id"`
-	Source        string `json:"source"`
-	Topic         string `json:"topic,omitempty"`
-	Reason        string `json:"reason"`
-	Error         string `json:"error"`
-	Payload       string `json:"payload,omitempty"`
-	PayloadBase64 string `json:"payload_base64,omitempty"`
-	Truncated     bool   `json:"truncated,omitempty"`
-}
+// DeadLetter is the JSON form of a dead letter.
+type DeadLetter = wire.DeadLetter
 
 // DeadLetters serves GET /v1/deadletters?from=&to=&limit=&cursor=: the
 // authenticated tenant's dead letters in [from, to) (default: the last 24
@@ -112,18 +101,9 @@ func DeadLetters(st DeadLetterStore, now func() time.Time, logger *slog.Logger) 
 				out, more = out[:limit], true
 			}
 		}
-		body := struct {
-			DeadLetters []DeadLetter `json:"dead_letters"`
-			NextCursor  string       `json:"next_cursor,omitempty"`
-		}{DeadLetters: make([]DeadLetter, len(out))}
+		body := wire.DeadLettersPage{DeadLetters: make([]wire.DeadLetter, len(out))}
 		for i, dl := range out {
-			j := DeadLetter{TS: formatTS(dl.TS), ID: dl.ID, Source: dl.Source, Topic: dl.Topic, Reason: dl.Reason, Error: dl.Error, Truncated: dl.Truncated}
-			if utf8.Valid(dl.Payload) {
-				j.Payload = string(dl.Payload)
-			} else {
-				j.PayloadBase64 = base64.StdEncoding.EncodeToString(dl.Payload)
-			}
-			body.DeadLetters[i] = j
+			body.DeadLetters[i] = wire.DeadLetterOf(dl)
 		}
 		if more {
 			lastDL := out[len(out)-1]

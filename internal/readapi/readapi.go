@@ -4,7 +4,6 @@
 package readapi
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,13 +14,14 @@ import (
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/reader"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // DefaultLimit is the page size when the request names none.
 const DefaultLimit = 1000
 
 // TimeFormat is how timestamps are written: RFC 3339, UTC, milliseconds.
-const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+const TimeFormat = wire.TimeFormat
 
 // Handler serves the read endpoints.
 type Handler struct {
@@ -34,42 +34,6 @@ type Handler struct {
 func New(st reader.Store, now func() time.Time, logger *slog.Logger) *Handler {
 	return &Handler{st: st, now: now, logger: logger}
 }
-
-// Reading is the JSON form of a reading.
-type Reading struct {
-	DeviceID string             `json:"device_id"`
-	TS       string             `json:"ts"`
-	Seq      *int64             `json:"seq,omitempty"`
-	Metrics  map[string]float64 `json:"metrics"`
-}
-
-// Event is the JSON form of an audit event.
-type Event struct {
-	EventID    string          `json:"event_id"`
-	Stream     string          `json:"stream"`
-	TS         string          `json:"ts"`
-	Actor      string          `json:"actor,omitempty"`
-	Action     string          `json:"action"`
-	Resource   string          `json:"resource,omitempty"`
-	Outcome    string          `json:"outcome,omitempty"`
-	Attributes json.RawMessage `json:"attributes,omitempty"`
-}
-
-// Partition is the JSON form of a catalogue entry.
-type Partition struct {
-	Kind      string `json:"kind"`
-	Series    string `json:"series"`
-	Day       string `json:"day"`
-	SubBucket uint32 `json:"sub_bucket"`
-	State     string `json:"state"`
-	Closed    bool   `json:"closed"`
-	Rows      int64  `json:"rows"`
-	Bytes     int64  `json:"bytes"`
-	MinTS     string `json:"min_ts"`
-	MaxTS     string `json:"max_ts"`
-}
-
-func formatTS(ms int64) string { return time.UnixMilli(ms).UTC().Format(TimeFormat) }
 
 // ParseTime accepts RFC 3339 or integer epoch milliseconds.
 func ParseTime(s string) (int64, error) {
@@ -145,19 +109,9 @@ func (h *Handler) Readings(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	out := struct {
-		Readings   []Reading `json:"readings"`
-		NextCursor string    `json:"next_cursor,omitempty"`
-	}{Readings: make([]Reading, len(rs)), NextCursor: next}
+	out := wire.ReadingsPage{Readings: make([]wire.Reading, len(rs)), NextCursor: next}
 	for i, rd := range rs {
-		j := Reading{DeviceID: rd.DeviceID, TS: formatTS(rd.TS), Metrics: make(map[string]float64, len(rd.Metrics))}
-		if rd.HasSeq {
-			j.Seq = &rd.Seq
-		}
-		for _, m := range rd.Metrics {
-			j.Metrics[m.Name] = m.Value
-		}
-		out.Readings[i] = j
+		out.Readings[i] = wire.ReadingOf(rd)
 	}
 	httpx.JSON(w, http.StatusOK, out)
 }
@@ -174,13 +128,9 @@ func (h *Handler) Audit(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	out := struct {
-		Events     []Event `json:"events"`
-		NextCursor string  `json:"next_cursor,omitempty"`
-	}{Events: make([]Event, len(es)), NextCursor: next}
+	out := wire.EventsPage{Events: make([]wire.Event, len(es)), NextCursor: next}
 	for i, e := range es {
-		out.Events[i] = Event{EventID: e.EventID, Stream: e.Stream, TS: formatTS(e.TS), Actor: e.Actor, Action: e.Action,
-			Resource: e.Resource, Outcome: e.Outcome, Attributes: e.Attributes}
+		out.Events[i] = wire.EventOf(e)
 	}
 	httpx.JSON(w, http.StatusOK, out)
 }
@@ -218,12 +168,9 @@ func (h *Handler) Partitions(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	out := struct {
-		Partitions []Partition `json:"partitions"`
-	}{Partitions: make([]Partition, len(parts))}
+	out := wire.PartitionsPage{Partitions: make([]wire.Partition, len(parts))}
 	for i, p := range parts {
-		out.Partitions[i] = Partition{Kind: p.Key.Kind.String(), Series: p.Key.Series, Day: p.Key.Day.String(), SubBucket: p.Key.Sub,
-			State: p.State, Closed: p.Closed, Rows: p.Rows, Bytes: p.Bytes, MinTS: formatTS(p.MinTS), MaxTS: formatTS(p.MaxTS)}
+		out.Partitions[i] = wire.PartitionOf(p)
 	}
 	httpx.JSON(w, http.StatusOK, out)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // AuditTable lays events out with columns ts, event_id, actor, action,
@@ -36,34 +37,12 @@ func compactJSON(raw []byte) string {
 	return b.String()
 }
 
-// eventJSON is an audit event as the read API writes it.
-type eventJSON struct {
-	EventID    string          `json:"event_id"`
-	Stream     string          `json:"stream"`
-	TS         string          `json:"ts"`
-	Actor      string          `json:"actor,omitempty"`
-	Action     string          `json:"action"`
-	Resource   string          `json:"resource,omitempty"`
-	Outcome    string          `json:"outcome,omitempty"`
-	Attributes json.RawMessage `json:"attributes,omitempty"`
-}
-
-type eventsJSON struct {
-	Events     []eventJSON `json:"events"`
-	NextCursor string      `json:"next_cursor,omitempty"`
-}
-
 // AuditJSON writes the read API's audit object: {"events": [...],
 // "next_cursor": next}, the cursor left out when next is empty.
 func AuditJSON(w io.Writer, es []model.AuditEvent, next string) error {
-	out := eventsJSON{Events: make([]eventJSON, len(es)), NextCursor: next}
+	out := wire.EventsPage{Events: make([]wire.Event, len(es)), NextCursor: next}
 	for i, e := range es {
-		var attrs json.RawMessage
-		if len(e.Attributes) > 0 && json.Valid(e.Attributes) {
-			attrs = e.Attributes
-		}
-		out.Events[i] = eventJSON{EventID: e.EventID, Stream: e.Stream, TS: Time(e.TS), Actor: e.Actor,
-			Action: e.Action, Resource: e.Resource, Outcome: e.Outcome, Attributes: attrs}
+		out.Events[i] = wire.EventOf(e)
 	}
 	return writeJSON(w, out)
 }

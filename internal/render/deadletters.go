@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // DeadLettersTable lays dead letters out with columns ts, id, source,
@@ -28,35 +29,12 @@ func DeadLettersTable(dls []model.DeadLetter) Table {
 	return t
 }
 
-type deadLetterJSON struct {
-	TS            string `json:"ts"`
-	ID            string `json:"id"`
-	Source        string `json:"source"`
-	Topic         string `json:"topic,omitempty"`
-	Reason        string `json:"reason"`
-	Error         string `json:"error"`
-	Payload       string `json:"payload,omitempty"`
-	PayloadBase64 string `json:"payload_base64,omitempty"`
-	Truncated     bool   `json:"truncated,omitempty"`
-}
-
-type deadLettersJSON struct {
-	DeadLetters []deadLetterJSON `json:"dead_letters"`
-	NextCursor  string           `json:"next_cursor,omitempty"`
-}
-
 // DeadLettersJSON writes the read API's dead-letter object:
 // {"dead_letters": [...], "next_cursor": next}.
 func DeadLettersJSON(w io.Writer, dls []model.DeadLetter, next string) error {
-	out := deadLettersJSON{DeadLetters: make([]deadLetterJSON, len(dls)), NextCursor: next}
+	out := wire.DeadLettersPage{DeadLetters: make([]wire.DeadLetter, len(dls)), NextCursor: next}
 	for i, d := range dls {
-		j := deadLetterJSON{TS: Time(d.TS), ID: d.ID, Source: d.Source, Topic: d.Topic, Reason: d.Reason, Error: d.Error, Truncated: d.Truncated}
-		if utf8.Valid(d.Payload) {
-			j.Payload = string(d.Payload)
-		} else {
-			j.PayloadBase64 = base64.StdEncoding.EncodeToString(d.Payload)
-		}
-		out.DeadLetters[i] = j
+		out.DeadLetters[i] = wire.DeadLetterOf(d)
 	}
 	return writeJSON(w, out)
 }

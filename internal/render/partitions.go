@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // PartitionsTable lays catalogue entries out with columns sub_bucket, state,
@@ -48,29 +49,11 @@ func PartitionsTotal(w io.Writer, ps []model.PartitionInfo) error {
 	return err
 }
 
-// partitionJSON is a catalogue entry as the read API writes it.
-type partitionJSON struct {
-	Kind      string `json:"kind"`
-	Series    string `json:"series"`
-	Day       string `json:"day"`
-	SubBucket uint32 `json:"sub_bucket"`
-	State     string `json:"state"`
-	Closed    bool   `json:"closed"`
-	Rows      int64  `json:"rows"`
-	Bytes     int64  `json:"bytes"`
-	MinTS     string `json:"min_ts"`
-	MaxTS     string `json:"max_ts"`
-}
-
 // PartitionsJSON writes the read API's partitions object: {"partitions": [...]}.
 func PartitionsJSON(w io.Writer, ps []model.PartitionInfo) error {
-	out := struct {
-		Partitions []partitionJSON `json:"partitions"`
-	}{Partitions: make([]partitionJSON, len(ps))}
+	out := wire.PartitionsPage{Partitions: make([]wire.Partition, len(ps))}
 	for i, p := range ps {
-		out.Partitions[i] = partitionJSON{Kind: p.Key.Kind.String(), Series: p.Key.Series, Day: p.Key.Day.String(),
-			SubBucket: p.Key.Sub, State: p.State, Closed: p.Closed, Rows: p.Rows, Bytes: p.Bytes,
-			MinTS: Time(p.MinTS), MaxTS: Time(p.MaxTS)}
+		out.Partitions[i] = wire.PartitionOf(p)
 	}
 	return writeJSON(w, out)
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // ReadingsTable lays readings out with columns ts, one column per metric name
@@ -49,32 +50,12 @@ func ReadingsTable(rs []model.Reading) Table {
 	return t
 }
 
-// readingJSON is a reading as the read API writes it.
-type readingJSON struct {
-	DeviceID string             `json:"device_id"`
-	TS       string             `json:"ts"`
-	Seq      *int64             `json:"seq,omitempty"`
-	Metrics  map[string]float64 `json:"metrics"`
-}
-
-type readingsJSON struct {
-	Readings   []readingJSON `json:"readings"`
-	NextCursor string        `json:"next_cursor,omitempty"`
-}
-
 // ReadingsJSON writes the read API's readings object: {"readings": [...],
 // "next_cursor": next}, the cursor left out when next is empty.
 func ReadingsJSON(w io.Writer, rs []model.Reading, next string) error {
-	out := readingsJSON{Readings: make([]readingJSON, len(rs)), NextCursor: next}
+	out := wire.ReadingsPage{Readings: make([]wire.Reading, len(rs)), NextCursor: next}
 	for i, r := range rs {
-		j := readingJSON{DeviceID: r.DeviceID, TS: Time(r.TS), Metrics: make(map[string]float64, len(r.Metrics))}
-		if r.HasSeq {
-			j.Seq = &r.Seq
-		}
-		for _, m := range r.Metrics {
-			j.Metrics[m.Name] = m.Value
-		}
-		out.Readings[i] = j
+		out.Readings[i] = wire.ReadingOf(r)
 	}
 	return writeJSON(w, out)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/rollupfeed"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // Backend is what the endpoints read and rebuild.
@@ -73,29 +74,12 @@ func (h *Handler) Routes() map[string]http.HandlerFunc {
 }
 
 // Bucket is the JSON form of one step of a series.
-type Bucket struct {
-	Start   string  `json:"start"`
-	Count   uint64  `json:"count"`
-	Sum     float64 `json:"sum"`
-	Min     float64 `json:"min"`
-	Max     float64 `json:"max"`
-	Mean    float64 `json:"mean"`
-	First   float64 `json:"first"`
-	FirstTS string  `json:"first_ts"`
-	Last    float64 `json:"last"`
-	LastTS  string  `json:"last_ts"`
-}
+type Bucket = wire.Bucket
 
 // Rank is the JSON form of one device of a top list.
-type Rank struct {
-	Device string  `json:"device"`
-	Value  float64 `json:"value"`
-	Count  uint64  `json:"count"`
-	Mean   float64 `json:"mean"`
-	Max    float64 `json:"max"`
-}
+type Rank = wire.Rank
 
-func ts(ms int64) string { return time.UnixMilli(ms).UTC().Format(readapi.TimeFormat) }
+func ts(ms int64) string { return wire.FormatTS(ms) }
 
 // span parses from and to (default: the 24 hours before now).
 func (h *Handler) span(r *http.Request) (int64, int64, error) {
