@@ -61,6 +61,17 @@ func queue(b *testing.B, topics, payloads []string, id string) {
 	pub.Disconnect(100)
 }
 
+// dropSession ends the persistent session id at the broker (a clean-session
+// connection discards it), so that benchmark runs leave no state behind.
+func dropSession(b *testing.B, id string) {
+	c := mqtt.NewClient(mqtt.NewClientOptions().AddBroker("tcp://" + mosquittoAddr).SetClientID(id).SetCleanSession(true))
+	if tok := c.Connect(); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+		b.Logf("drop session %s: %v", id, tok.Error())
+		return
+	}
+	c.Disconnect(100)
+}
+
 // noopDrain measures the limit: a QoS 1 subscriber that acknowledges each
 // message as it arrives and does nothing else.
 func noopDrain(b *testing.B, prefix string, topics, payloads []string) time.Duration {
@@ -94,6 +105,7 @@ func noopDrain(b *testing.B, prefix string, topics, payloads []string) time.Dura
 	}
 	d := time.Since(start)
 	c.Disconnect(100)
+	dropSession(b, id)
 	return d
 }
 
@@ -175,6 +187,7 @@ wait:
 	st := drainStats{d: time.Since(start), writes: cw.writes.Load() - w0, wait: time.Duration(cw.nanos.Load() - n0),
 		inflight: float64(sum) / float64(max(samples, 1))}
 	g.stop(b)
+	dropSession(b, cfg.ClientID)
 	return st
 }
 

@@ -24,10 +24,11 @@
 //     which holds at most Config.MaxInflight messages received and not yet
 //     acknowledged; when it is full the handler blocks, paho stops reading
 //     the connection, and the broker holds the rest.
-//  2. The processor takes the messages waiting, decodes them (a message
-//     that cannot be stored becomes a dead letter), groups them by tenant
-//     and starts a write; at most maxWrites run at once.
-//  3. A write calls the sink. When the sink is busy, or fails, the write is
+//  2. The processor takes the messages waiting as one batch and starts a
+//     write for it; at most maxWrites run at once.
+//  3. A write decodes its batch (a message that cannot be stored becomes a
+//     dead letter), so that decoding runs in parallel and off the
+//     processor, groups the rows by tenant and calls the sink. When the sink is busy, or fails, the write is
 //     retried with backoff; its messages are never acknowledged before the
 //     sink returns nil, and never dropped.
 //  4. The acker acknowledges in receive order (above).
@@ -293,14 +294,24 @@ func (in *Ingester) ack(it *item) {
 	}
 }
 
-// process takes received messages in batches and starts their writes.
+// process takes received messages in batches and starts their writes. It
+// waits for a free write slot before it takes a batch, so that a batch holds
+// every message that arrived while the writes in progress ran: batches then
+// grow with the load instead of staying at what arrives between two slots.
 func (in *Ingester) process() {
 	defer close(in.procDone)
 	for {
+		select {
+		case in.slots <- struct{}{}:
+		case <-in.stop:
+			in.abandonQueued()
+			return
+		}
 		var first *item
 		select {
 		case first = <-in.work:
 		case <-in.stop:
+			<-in.slots
 			in.abandonQueued()
 			return
 		}
@@ -313,15 +324,6 @@ func (in *Ingester) process() {
 			default:
 				break fill
 			}
-		}
-		select {
-		case in.slots <- struct{}{}:
-		case <-in.stop:
-			for _, it := range batch {
-				it.finish(false)
-			}
-			in.abandonQueued()
-			return
 		}
 		in.writes.Add(1)
 		go in.write(batch)
