@@ -1,0 +1,557 @@
+// Package mqttingest subscribes to MQTT brokers and stores the readings that
+// devices publish, at least once: a message is acknowledged (PUBACK) only
+// after its rows, or its dead letter, are durable in the store.
+//
+// # Delivery
+//
+// The client keeps a persistent session (clean session off, a stable client
+// id), subscribes at the configured QoS and turns automatic acknowledgement
+// off. A message the gateway has not acknowledged when it stops or crashes
+// stays with the broker, which sends it again on the next connection; keys
+// are idempotent (device, timestamp, metric), so a second copy overwrites the
+// first.
+//
+// MQTT 3.1.1 asks a client to acknowledge QoS 1 messages in the order it
+// received them, and paho sends each Ack at once, in whatever order it is
+// called. So messages are acknowledged by one goroutine, the acker, in
+// receive order: it waits until the oldest message is durable, acknowledges
+// it, and moves to the next. Writes still run concurrently.
+//
+// # Flow control
+//
+//  1. paho calls the handler for each message, one at a time (order
+//     matters). The handler appends the message to the in-flight queue,
+//     which holds at most Config.MaxInflight messages received and not yet
+//     acknowledged; when it is full the handler blocks, paho stops reading
+//     the connection, and the broker holds the rest.
+//  2. The processor takes the messages waiting, decodes them (a message
+//     that cannot be stored becomes a dead letter), groups them by tenant
+//     and starts a write; at most maxWrites run at once.
+//  3. A write calls the sink. When the sink is busy, or fails, the write is
+//     retried with backoff; its messages are never acknowledged before the
+//     sink returns nil, and never dropped.
+//  4. The acker acknowledges in receive order (above).
+package mqttingest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/sink"
+)
+
+// Writer is the write pipeline; Write returns nil only once the request is
+// durable.
+type Writer interface {
+	Write(ctx context.Context, req *sink.Request) error
+}
+
+// maxWrites is how many batches are written at once; maxBatch is the most
+// messages one batch takes.
+const (
+	maxWrites = 4
+	maxBatch  = 1024
+)
+
+// Ingester is one MQTT subscription feeding the sink. Create it with New,
+// start it with Start, stop it with Stop.
+type Ingester struct {
+	cfg     Config
+	tmpl    *Template
+	tenants map[string]bool
+	w       Writer
+	now     func() time.Time
+	lim     decode.Limits
+	horizon func(model.Kind, string, time.Time) time.Time // nil: no retention horizon
+	logger  *slog.Logger
+	m       *metrics
+	dlLog   logLimiter
+	errLog  logLimiter
+
+	client   mqtt.Client
+	inflight chan *item    // receive order, at most MaxInflight
+	work     chan *item    // received, not yet taken by the processor
+	slots    chan struct{} // write slots
+	writes   sync.WaitGroup
+
+	mu       sync.Mutex // guards stopping and sends on work
+	stopping bool
+	stop     chan struct{} // closed when Stop begins
+	procDone chan struct{} // closed when the processor exited
+	ackDone  chan struct{} // closed when the acker exited
+	ctx      context.Context
+	cancel   context.CancelFunc
+
+	subscribed     chan struct{} // closed after the first subscription succeeded
+	subscribedOnce sync.Once
+	idPrefix       string
+	seq            atomic.Uint64
+	killed         atomic.Bool
+
+	// openConn, when set (tests), dials the broker.
+	openConn func(uri *url.URL, opts mqtt.ClientOptions) (net.Conn, error)
+}
+
+type item struct {
+	msg  mqtt.Message
+	recv time.Time
+	ok   bool          // stored; written before done is closed
+	done chan struct{} // closed once stored or abandoned
+}
+
+func (it *item) finish(ok bool) {
+	it.ok = ok
+	close(it.done)
+}
+
+// SetHorizon makes readings older than h(kind, tenant, now) (the tenant's
+// retention horizon) dead letters with reason invalid_field: stored, they
+// would be dropped at once. Call it before Start.
+func (in *Ingester) SetHorizon(h func(kind model.Kind, tenant string, now time.Time) time.Time) {
+	in.horizon = h
+}
+
+// New returns an ingester; cfg must be valid. now is the clock for receive
+// times and the future-timestamp limit.
+func New(cfg Config, w Writer, lim decode.Limits, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer) (*Ingester, error) {
+	tmpl, err := ParseTemplate(cfg.TopicTemplate)
+	if err != nil {
+		return nil, fmt.Errorf("mqtt.topic_template: %w", err)
+	}
+	var rb [6]byte
+	_, _ = rand.Read(rb[:])
+	in := &Ingester{
+		cfg: cfg, tmpl: tmpl, w: w, now: now, lim: lim, logger: logger, m: newMetrics(reg),
+		dlLog: logLimiter{every: time.Second}, errLog: logLimiter{every: time.Second},
+		inflight: make(chan *item, cfg.MaxInflight), work: make(chan *item, cfg.MaxInflight+1),
+		slots: make(chan struct{}, maxWrites), stop: make(chan struct{}), procDone: make(chan struct{}),
+		ackDone: make(chan struct{}), subscribed: make(chan struct{}), idPrefix: hex.EncodeToString(rb[:]),
+	}
+	if len(cfg.Tenants) > 0 {
+		in.tenants = make(map[string]bool, len(cfg.Tenants))
+		for _, t := range cfg.Tenants {
+			in.tenants[t] = true
+		}
+	}
+	in.ctx, in.cancel = context.WithCancel(context.Background())
+	return in, nil
+}
+
+// Start connects in the background (retrying until the broker answers) and
+// starts processing. It returns an error only for a bad TLS setup.
+func (in *Ingester) Start() error {
+	tc, err := in.cfg.TLS.TLSConfig()
+	if err != nil {
+		return err
+	}
+	o := mqtt.NewClientOptions()
+	for _, b := range in.cfg.Brokers {
+		o.AddBroker(b)
+	}
+	o.SetClientID(in.cfg.ClientIDOrDefault())
+	o.SetUsername(in.cfg.Username)
+	o.SetPassword(in.cfg.Password)
+	o.SetCleanSession(false)
+	o.SetOrderMatters(true) // one handler call at a time: blocking it is the back-pressure
+	o.SetAutoAckDisabled(true)
+	o.SetResumeSubs(true)
+	o.SetKeepAlive(in.cfg.KeepAlive)
+	o.SetPingTimeout(10 * time.Second)
+	o.SetConnectTimeout(in.cfg.ConnectTimeout)
+	o.SetWriteTimeout(in.cfg.ConnectTimeout)
+	o.SetAutoReconnect(true)
+	o.SetMaxReconnectInterval(in.cfg.MaxReconnectInterval)
+	o.SetConnectRetry(true)
+	o.SetConnectRetryInterval(in.cfg.ConnectRetryInterval)
+	if tc != nil {
+		o.SetTLSConfig(tc)
+	}
+	if in.openConn != nil {
+		o.SetCustomOpenConnectionFn(in.openConn)
+	}
+	o.SetDefaultPublishHandler(in.handle)
+	o.SetOnConnectHandler(func(c mqtt.Client) {
+		in.m.connects.Inc()
+		in.m.connected.Set(1)
+		go in.subscribe(c)
+	})
+	o.SetConnectionLostHandler(func(_ mqtt.Client, err error) {
+		in.m.connected.Set(0)
+		in.m.connLost.Inc()
+		in.logger.Warn("mqtt connection lost; reconnecting (messages not acknowledged will come again)", "err", err)
+	})
+	o.SetReconnectingHandler(func(_ mqtt.Client, _ *mqtt.ClientOptions) {
+		in.logger.Info("mqtt reconnecting", "brokers", in.cfg.Brokers)
+	})
+	in.client = mqtt.NewClient(o)
+	go in.process()
+	go in.acker()
+	in.client.Connect() // with ConnectRetry the token completes only once connected
+	in.logger.Info("mqtt ingest started", "brokers", in.cfg.Brokers, "client_id", in.cfg.ClientIDOrDefault(),
+		"filters", in.cfg.Filters(), "topic_template", in.cfg.TopicTemplate, "max_inflight", in.cfg.MaxInflight)
+	return nil
+}
+
+// Subscribed is closed once the first subscription was confirmed.
+func (in *Ingester) Subscribed() <-chan struct{} { return in.subscribed }
+
+// subscribe (re)establishes the subscriptions after each connection. With
+// a persistent session the broker usually still has them; subscribing
+// again is harmless and covers a broker that lost its state.
+func (in *Ingester) subscribe(c mqtt.Client) {
+	wait := time.Second
+	for {
+		tok := c.SubscribeMultiple(in.cfg.Filters(), nil)
+		err := errors.New("timed out")
+		if tok.WaitTimeout(in.cfg.ConnectTimeout) {
+			err = tok.Error()
+		}
+		if err == nil {
+			if st, ok := tok.(*mqtt.SubscribeToken); ok {
+				for f, q := range st.Result() {
+					if q == 0x80 {
+						err = fmt.Errorf("broker refused the subscription to %q (check its ACL)", f)
+					}
+				}
+			}
+		}
+		if err == nil {
+			in.logger.Info("mqtt subscribed", "filters", in.cfg.Filters())
+			in.subscribedOnce.Do(func() { close(in.subscribed) })
+			return
+		}
+		in.logger.Error("mqtt subscribe", "filters", in.cfg.Filters(), "err", err, "retry_in", wait)
+		select {
+		case <-in.stop:
+			return
+		case <-time.After(wait):
+		}
+		if !c.IsConnectionOpen() {
+			return // the next connection subscribes again
+		}
+		wait = min(2*wait, in.cfg.MaxReconnectInterval)
+	}
+}
+
+// handle runs on paho's router goroutine, once per message, in receive
+// order. Blocking here stops paho reading from the broker.
+func (in *Ingester) handle(_ mqtt.Client, msg mqtt.Message) {
+	if in.killed.Load() {
+		return
+	}
+	it := &item{msg: msg, recv: in.now(), done: make(chan struct{})}
+	select {
+	case in.inflight <- it:
+	case <-in.stop:
+		return // not acknowledged: the broker keeps it
+	}
+	in.m.inflight.Inc()
+	in.mu.Lock()
+	if in.stopping {
+		in.mu.Unlock()
+		it.finish(false)
+		return
+	}
+	in.work <- it // never blocks: work holds no more than the in-flight bound plus one
+	in.mu.Unlock()
+}
+
+// acker acknowledges messages in receive order once each is durable.
+func (in *Ingester) acker() {
+	defer close(in.ackDone)
+	for {
+		select {
+		case it := <-in.inflight:
+			in.ack(it)
+		case <-in.procDone:
+			in.writes.Wait()
+			for {
+				select {
+				case it := <-in.inflight:
+					in.ack(it)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (in *Ingester) ack(it *item) {
+	<-it.done // every item finishes: stored, or abandoned at Stop
+	in.m.inflight.Dec()
+	if it.ok && !in.killed.Load() {
+		it.msg.Ack()
+		in.m.ackSeconds.Observe(in.now().Sub(it.recv).Seconds())
+	}
+}
+
+// process takes received messages in batches and starts their writes.
+func (in *Ingester) process() {
+	defer close(in.procDone)
+	for {
+		var first *item
+		select {
+		case first = <-in.work:
+		case <-in.stop:
+			in.abandonQueued()
+			return
+		}
+		batch := []*item{first}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case it := <-in.work:
+				batch = append(batch, it)
+			default:
+				break fill
+			}
+		}
+		reqs := in.prepare(batch)
+		select {
+		case in.slots <- struct{}{}:
+		case <-in.stop:
+			for _, it := range batch {
+				it.finish(false)
+			}
+			in.abandonQueued()
+			return
+		}
+		in.writes.Add(1)
+		go in.write(batch, reqs)
+	}
+}
+
+// abandonQueued finishes, unstored, every message not yet taken: the
+// broker sends them again to the next session.
+func (in *Ingester) abandonQueued() {
+	in.mu.Lock()
+	in.stopping = true
+	in.mu.Unlock()
+	for {
+		select {
+		case it := <-in.work:
+			it.finish(false)
+		default:
+			return
+		}
+	}
+}
+
+// prepare decodes a batch into one request per tenant.
+func (in *Ingester) prepare(batch []*item) []*sink.Request {
+	now := in.now()
+	byTenant := make(map[string]*sink.Request)
+	var reqs []*sink.Request
+	get := func(t string) *sink.Request {
+		r, ok := byTenant[t]
+		if !ok {
+			r = &sink.Request{Tenant: t}
+			byTenant[t] = r
+			reqs = append(reqs, r)
+		}
+		return r
+	}
+	for _, it := range batch {
+		tenant, rs, dl := in.decode(it, now)
+		r := get(tenant)
+		if dl != nil {
+			r.DeadLetters = append(r.DeadLetters, *dl)
+			continue
+		}
+		r.Readings = append(r.Readings, rs...)
+		in.m.readings.Add(float64(len(rs)))
+	}
+	return reqs
+}
+
+// write stores the requests of a batch, retrying until they are durable
+// or the ingester is stopped, then finishes its messages.
+func (in *Ingester) write(batch []*item, reqs []*sink.Request) {
+	defer func() {
+		<-in.slots
+		in.writes.Done()
+	}()
+	for _, r := range reqs {
+		if err := in.writeOne(r); err != nil {
+			for _, it := range batch {
+				it.finish(false)
+			}
+			return
+		}
+	}
+	for _, it := range batch {
+		it.finish(true)
+	}
+	in.m.messages.Add(float64(len(batch)))
+}
+
+func (in *Ingester) writeOne(r *sink.Request) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := in.w.Write(in.ctx, r)
+		if err == nil {
+			return nil
+		}
+		if in.ctx.Err() != nil || errors.Is(err, sink.ErrClosed) {
+			return err
+		}
+		pause := wait
+		reason := "error"
+		var busy *sink.BusyError
+		if errors.As(err, &busy) {
+			reason = "busy"
+			pause = min(max(busy.RetryAfter, wait), 2*time.Second)
+		} else {
+			wait = min(2*wait, 5*time.Second)
+			if ok, dropped := in.errLog.allow(in.now()); ok {
+				in.logger.Error("store mqtt messages; will retry, nothing acknowledged", "tenant", r.Tenant, "rows", r.Rows(), "err", err, "retry_in", pause, "similar_errors_not_logged", dropped)
+			}
+		}
+		in.m.retries.WithLabelValues(reason).Inc()
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-in.ctx.Done():
+			t.Stop()
+			return in.ctx.Err()
+		}
+	}
+}
+
+// Stop stops taking messages, waits (up to ctx) for the writes in progress
+// and acknowledges what they stored, then disconnects. Messages not stored
+// stay with the broker. The sink must stay open until Stop returns.
+func (in *Ingester) Stop(ctx context.Context) error {
+	close(in.stop)
+	<-in.procDone
+	done := make(chan struct{})
+	go func() {
+		in.writes.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("wait for mqtt writes: %w", ctx.Err())
+		in.cancel()
+		<-done
+	}
+	<-in.ackDone
+	in.cancel()
+	in.client.Disconnect(250)
+	in.m.connected.Set(0)
+	return err
+}
+
+// kill simulates a crash (tests): nothing more is acknowledged, and the
+// connection is dropped without a DISCONNECT.
+func (in *Ingester) kill(conn net.Conn) {
+	in.killed.Store(true)
+	_ = conn.Close()
+	in.client.Disconnect(0)
+	in.cancel()
+	_ = in.Stop(context.Background())
+}
+
+// deadLetterReason names why a payload could not be decoded.
+func deadLetterReason(err error, payload []byte) string {
+	var fe *decode.FieldError
+	var tm *decode.TooManyRowsError
+	switch {
+	case errors.As(err, &tm):
+		return "too_many_rows"
+	case errors.As(err, &fe):
+		switch {
+		case strings.HasPrefix(fe.Reason, "malformed JSON"):
+			return "invalid_json"
+		case fe.Field == "device_id" && strings.Contains(fe.Reason, "from the topic"):
+			if strings.Contains(fe.Reason, "does not match") {
+				return "device_mismatch"
+			}
+			return "bad_topic"
+		}
+		return "invalid_field"
+	}
+	return "invalid_payload"
+}
+
+// decode turns one message into readings of a tenant, or a dead letter.
+func (in *Ingester) decode(it *item, now time.Time) (string, []model.Reading, *model.DeadLetter) {
+	topic, payload := it.msg.Topic(), it.msg.Payload()
+	if len(payload) > in.cfg.MaxPayloadBytes {
+		return in.cfg.Tenant, nil, in.deadLetter(it, in.cfg.Tenant, "too_large",
+			fmt.Errorf("payload of %d bytes is over mqtt.max_payload_bytes (%d)", len(payload), in.cfg.MaxPayloadBytes))
+	}
+	tenant, device, err := in.tmpl.Match(topic)
+	if err != nil {
+		return in.cfg.Tenant, nil, in.deadLetter(it, in.cfg.Tenant, "bad_topic", err)
+	}
+	if !in.tmpl.HasTenant() {
+		tenant = in.cfg.Tenant
+	} else if !validTenant(tenant) || (in.tenants != nil && !in.tenants[tenant]) {
+		return in.cfg.Tenant, nil, in.deadLetter(it, in.cfg.Tenant, "unknown_tenant",
+			fmt.Errorf("topic %q: tenant %q is not allowed (mqtt.tenants, or 1-64 characters of A-Z a-z 0-9 _ . : -)", topic, tenant))
+	}
+	lim := in.lim
+	if in.horizon != nil {
+		lim.Oldest = in.horizon(model.KindReadings, tenant, now)
+	}
+	rs, err := decode.Readings(payload, decode.FormatJSON, now, lim, decode.Options{Device: device})
+	if err != nil {
+		return tenant, nil, in.deadLetter(it, tenant, deadLetterReason(err, payload), err)
+	}
+	return tenant, rs, nil
+}
+
+func (in *Ingester) deadLetter(it *item, tenant, reason string, err error) *model.DeadLetter {
+	payload := it.msg.Payload()
+	keep := min(len(payload), in.cfg.DeadLetterPayloadBytes)
+	dl := &model.DeadLetter{
+		Tenant: tenant, TS: it.recv.UnixMilli(), ID: fmt.Sprintf("%s-%d", in.idPrefix, in.seq.Add(1)),
+		Source: "mqtt", Topic: it.msg.Topic(), Reason: reason, Error: err.Error(),
+		Payload: append([]byte(nil), payload[:keep]...), Truncated: keep < len(payload),
+	}
+	in.m.deadLetters.WithLabelValues(reason).Inc()
+	if ok, dropped := in.dlLog.allow(it.recv); ok {
+		in.logger.Warn("mqtt message kept as a dead letter", "tenant", tenant, "topic", dl.Topic, "reason", reason, "err", err,
+			"similar_messages_not_logged", dropped)
+	}
+	return dl
+}
+
+// logLimiter lets one log line through per interval and counts the rest.
+type logLimiter struct {
+	mu      sync.Mutex
+	every   time.Duration
+	last    time.Time
+	dropped int
+}
+
+func (l *logLimiter) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+		l.dropped++
+		return false, 0
+	}
+	n := l.dropped
+	l.last, l.dropped = now, 0
+	return true, n
+}
