@@ -46,7 +46,10 @@ type benchReading struct {
 }
 
 // benchData returns benchBodies requests of benchReadings readings each.
-func benchData() ([][]benchReading, [][]byte) {
+func benchData() ([][]benchReading, [][]byte) { return benchDataOf(benchDevices) }
+
+// benchDataOf is benchData with readings from devices devices.
+func benchDataOf(devices int) ([][]benchReading, [][]byte) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	base := time.Now().UTC().Truncate(24 * time.Hour).Add(-24 * time.Hour).UnixMilli()
 	reqs := make([][]benchReading, benchBodies)
@@ -55,7 +58,7 @@ func benchData() ([][]benchReading, [][]byte) {
 		var b bytes.Buffer
 		for j := range benchReadings {
 			r := benchReading{
-				device: fmt.Sprintf("dev-%06d", rng.IntN(benchDevices)),
+				device: fmt.Sprintf("dev-%06d", rng.IntN(devices)),
 				ts:     base + int64(rng.IntN(86_400_000)),
 				rpm:    float64(rng.IntN(3000)),
 				temp:   float64(rng.IntN(1000)) / 10,

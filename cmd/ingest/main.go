@@ -1,6 +1,7 @@
 // Command ingest runs the Sluice gateway: `ingest` (or `ingest serve`)
 // starts it; `ingest migrate` creates the Cassandra schema; `ingest
-// check-config` validates the configuration and exits.
+// retention run` drops expired day buckets now; `ingest check-config`
+// validates the configuration and exits.
 package main
 
 import (
@@ -43,6 +44,7 @@ Commands:
   migrate        create the Cassandra keyspace and tables, and the ClickHouse
                  rollup tables (rollups.clickhouse.addr), if missing (idempotent)
   check-config   load and validate the configuration, print it, and exit
+  retention run  drop expired day buckets now [--dry-run] [--tenant T]
 
 Configuration comes from --config FILE (or SLUICE_CONFIG), else ./configs/ingest.yaml
 when present, else built-in defaults; SLUICE_* environment variables override
@@ -53,6 +55,9 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) erro
 	cmd := "serve"
 	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
+	}
+	if cmd == "retention" {
+		return retentionCmd(ctx, args, env, stdout, stderr)
 	}
 	fs := flag.NewFlagSet("ingest "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)

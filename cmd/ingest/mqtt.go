@@ -72,6 +72,7 @@ func startMQTT(cfg config.Config, sk *sink.Sink, logger *slog.Logger, reg promet
 	}
 	in, err := mqttingest.New(mc, sk, cfg.Limits.Decode(), time.Now, logger.With("component", "mqtt"), reg)
 	if err == nil {
+		in.SetHorizon(horizon(cfg.Retention))
 		err = in.Start()
 	}
 	if err != nil {

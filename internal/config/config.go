@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/mqttingest"
+	"github.com/sluicehq/sluice/internal/retention"
 	"github.com/sluicehq/sluice/internal/rollupfeed"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
@@ -38,6 +39,8 @@ type Config struct {
 	Log     Log               `mapstructure:"log"`
 	Rollups rollupfeed.Config `mapstructure:"rollups"`
 	MQTT    mqttingest.Config `mapstructure:"mqtt"`
+
+	Retention retention.Config `mapstructure:"retention"`
 }
 
 // HTTP configures the HTTP listener shared by ingest, read API and metrics.
@@ -122,6 +125,8 @@ func Default() Config {
 		Log:     Log{Level: "info", Format: "text"},
 		Rollups: rollupfeed.DefaultConfig(),
 		MQTT:    mqttingest.DefaultConfig(),
+
+		Retention: retention.DefaultConfig(),
 	}
 }
 
@@ -269,8 +274,8 @@ func checkUnknown(v *viper.Viper, def Config) error {
 		if _, ok := known[k]; ok {
 			continue
 		}
-		if strings.HasPrefix(k, "auth.tokens") {
-			continue
+		if strings.HasPrefix(k, "auth.tokens") || strings.HasPrefix(k, "retention.tenants.") {
+			continue // lists and maps: their entries are checked when decoded
 		}
 		errs = append(errs, fmt.Errorf("%s: unknown setting", k))
 	}
@@ -389,6 +394,10 @@ func (c Config) Validate() error {
 		bad("store.pebble.cache_bytes: must be at least 1048576, got %d", c.Store.Pebble.CacheBytes)
 	}
 	if err := c.Rollups.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Retention.Validate(retention.Bound{Key: "limits.max_future", D: c.Limits.MaxFuture},
+		retention.Bound{Key: "rollups.allowed_lateness", D: c.Rollups.AllowedLateness}); err != nil {
 		errs = append(errs, err)
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/internal/retention"
 )
 
 func TestDefaultsAreValid(t *testing.T) {
@@ -156,6 +158,63 @@ func TestBadSettings(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "secretvalue") {
 				t.Errorf("error %q leaks a token", err)
+			}
+		})
+	}
+}
+
+func TestRetentionFromFileAndEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ingest.yaml")
+	yaml := "retention:\n  audit: 2y\n  tenants:\n    acme:\n      readings: 90d\n    beta:\n      audit: 1000d\n      dead_letters: 7d\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := Load(file, []string{"SLUICE_RETENTION_READINGS=45d", "SLUICE_RETENTION_INTERVAL=90m", "SLUICE_RETENTION_ROLLUPS=3y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default().Retention
+	want.Readings = retention.Duration(45 * retention.Day)
+	want.Audit = retention.Duration(2 * retention.Year)
+	want.Rollups = retention.Duration(3 * retention.Year)
+	want.Interval = retention.Duration(90 * time.Minute)
+	want.Tenants = map[string]retention.Policy{
+		"acme": {Readings: retention.Duration(90 * retention.Day)},
+		"beta": {Audit: retention.Duration(1000 * retention.Day), DeadLetters: retention.Duration(7 * retention.Day)},
+	}
+	if diff := cmp.Diff(want, got.Retention); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestRetentionRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		yaml string
+		want string
+	}{
+		{name: "zero", env: []string{"SLUICE_RETENTION_READINGS=0"}, want: "retention.readings: must be a positive duration"},
+		{name: "not a duration", env: []string{"SLUICE_RETENTION_AUDIT=forever"}, want: `"forever" is not a duration`},
+		{name: "under a day", env: []string{"SLUICE_RETENTION_READINGS=12h"}, want: "retention.readings: must be at least 1d"},
+		{name: "audit under floor", env: []string{"SLUICE_RETENTION_AUDIT=30d"}, want: "retention.audit: must be at least retention.audit_floor (90d), got 30d"},
+		{name: "max_future", env: []string{"SLUICE_LIMITS_MAX_FUTURE=800h"}, want: "retention.readings: must be longer than limits.max_future"},
+		{name: "tenant audit under floor", yaml: "retention:\n  tenants:\n    acme:\n      audit: 10d\n", want: "retention.tenants.acme.audit: must be at least retention.audit_floor"},
+		{name: "unknown kind in override", yaml: "retention:\n  tenants:\n    acme:\n      metrics: 10d\n", want: "metrics"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			file := ""
+			if tc.yaml != "" {
+				file = "x.yaml"
+				if err := os.WriteFile(file, []byte(tc.yaml), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, _, err := Load(file, tc.env)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
 	}

@@ -35,6 +35,10 @@ type Config struct {
 	MaxBodyBytes         int64
 	MaxDecompressedBytes int64
 	Limits               decode.Limits
+	// Horizon, if set, returns the oldest timestamp kept for a tenant's
+	// data of a kind at now (the retention policy): older rows are refused
+	// with a 400 naming the row, as they would be dropped at once.
+	Horizon func(kind model.Kind, tenant string, now time.Time) time.Time
 }
 
 // Handler serves both ingest endpoints.
@@ -90,12 +94,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 	h.m.bytes.WithLabelValues(kl).Add(float64(buf.Len()))
 	req := &sink.Request{Tenant: tenant}
 	lim := h.cfg.Limits
+	now := h.now()
+	if h.cfg.Horizon != nil {
+		lim.Oldest = h.cfg.Horizon(kind, tenant, now)
+	}
 	n := 0
 	if kind == model.KindReadings {
-		req.Readings, err = decode.Readings(buf.Bytes(), format, h.now(), lim, decode.Options{})
+		req.Readings, err = decode.Readings(buf.Bytes(), format, now, lim, decode.Options{})
 		n = len(req.Readings)
 	} else {
-		req.Audit, err = decode.Audit(buf.Bytes(), format, h.now(), lim)
+		req.Audit, err = decode.Audit(buf.Bytes(), format, now, lim)
 		n = len(req.Audit)
 	}
 	if err != nil {

@@ -17,7 +17,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/rollup"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // Store is an open embedded rollup store. Safe for concurrent use.
@@ -43,8 +45,15 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Key layout: tenant 0 metric 0 device 0 minute(8, sign flipped) writer(2) part(8).
-func prefix(b []byte, tenant, metric, device string) []byte {
+// Key layout: day(4, sign flipped) tenant 0 metric 0 device 0 minute(8,
+// sign flipped) writer(2) part(8). The UTC day comes first so that one day
+// of every tenant is one key range: retention drops it with one range
+// delete.
+func prefix(b []byte, day model.Day, tenant, metric, device string) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(day)^(1<<31))
+	if tenant == "" {
+		return b
+	}
 	b = append(append(b, tenant...), 0)
 	if metric == "" {
 		return b
@@ -56,8 +65,10 @@ func prefix(b []byte, tenant, metric, device string) []byte {
 	return append(append(b, device...), 0)
 }
 
+func dayOfKey(k []byte) model.Day { return model.Day(binary.BigEndian.Uint32(k) ^ (1 << 31)) }
+
 func key(r rollup.Row) []byte {
-	b := prefix(nil, r.Tenant, r.Metric, r.Device)
+	b := prefix(nil, model.DayOf(r.Minute), r.Tenant, r.Metric, r.Device)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Minute)^(1<<63))
 	b = binary.BigEndian.AppendUint16(b, r.Writer)
 	return binary.BigEndian.AppendUint64(b, r.Part)
@@ -80,8 +91,19 @@ func (s *Store) Insert(ctx context.Context, rows []rollup.Row) error {
 	defer s.mu.Unlock()
 	b := s.db.NewBatch()
 	defer b.Close()
+	staged := make(map[string]uint64, len(rows)) // versions set in this batch
 	for _, r := range rows {
 		k := key(r)
+		if v, ok := staged[string(k)]; ok {
+			if v >= r.Version {
+				continue
+			}
+			staged[string(k)] = r.Version
+			if err := b.Set(k, rollup.EncodeRows(nil, []rollup.Row{r}), nil); err != nil {
+				return fmt.Errorf("insert rollup rows: %w", err)
+			}
+			continue
+		}
 		v, closer, err := s.db.Get(k)
 		switch {
 		case err == nil:
@@ -93,6 +115,7 @@ func (s *Store) Insert(ctx context.Context, rows []rollup.Row) error {
 		case !errors.Is(err, pebble.ErrNotFound):
 			return fmt.Errorf("insert rollup rows: %w", err)
 		}
+		staged[string(k)] = r.Version
 		if err := b.Set(k, rollup.EncodeRows(nil, []rollup.Row{r}), nil); err != nil {
 			return fmt.Errorf("insert rollup rows: %w", err)
 		}
@@ -104,28 +127,42 @@ func (s *Store) Insert(ctx context.Context, rows []rollup.Row) error {
 }
 
 // Rows returns the latest version of every row in the filter's range,
-// tombstones excluded.
+// tombstones excluded. It seeks day by day, jumping over days without data.
 func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error) {
-	p := prefix(nil, f.Tenant, f.Metric, f.Device)
-	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	from, to := rollup.MinuteOf(f.From), f.To
+	if to <= from {
+		return nil, nil
+	}
+	first, last := model.DayOf(from), model.DayOf(to-1)
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: prefix(nil, first, "", "", ""), UpperBound: prefix(nil, last+1, "", "", "")})
 	if err != nil {
 		return nil, fmt.Errorf("read rollup rows: %w", err)
 	}
 	var out []rollup.Row
-	from, to := rollup.MinuteOf(f.From), f.To
-	for ok := it.First(); ok; ok = it.Next() {
-		if !bytes.HasPrefix(it.Key(), p) {
+	for day := first; day <= last; {
+		p := prefix(nil, day, f.Tenant, f.Metric, f.Device)
+		ok := it.SeekGE(p)
+		for ; ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
+			r, err := decode(it.Value())
+			if err != nil {
+				_ = it.Close()
+				return nil, err
+			}
+			if r.Count == 0 || r.Minute < from || r.Minute >= to || f.Device != "" && r.Device != f.Device {
+				continue
+			}
+			out = append(out, r)
+		}
+		if !ok {
 			break
 		}
-		r, err := decode(it.Value())
-		if err != nil {
-			_ = it.Close()
-			return nil, err
+		// The iterator stands on the first key after the prefix: go on at
+		// its day, or the next one if it is still this day's.
+		if next := dayOfKey(it.Key()); next > day {
+			day = next
+		} else {
+			day++
 		}
-		if r.Count == 0 || r.Minute < from || r.Minute >= to || f.Device != "" && r.Device != f.Device {
-			continue
-		}
-		out = append(out, r)
 	}
 	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("read rollup rows: %w", err)
@@ -151,17 +188,6 @@ func (s *Store) Top(ctx context.Context, f rollup.Filter, by rollup.By, limit in
 	return rollup.Top(rows, by, limit), nil
 }
 
-func prefixEnd(p []byte) []byte {
-	end := append([]byte(nil), p...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] != 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
-}
-
 type pebbleLogger struct{ l *slog.Logger }
 
 func (p pebbleLogger) Infof(format string, args ...any) {
@@ -176,3 +202,60 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 	p.l.Error(fmt.Sprintf(format, args...), "component", "rollupstore")
 	panic(fmt.Sprintf(format, args...))
 }
+
+// Retention. A rollup bucket is one UTC day of every tenant (Tenant ""),
+// as in ClickHouse, dropped with one range delete. There is no catalogue.
+
+// Buckets lists the days before the given one that hold rollups.
+func (s *Store) Buckets(ctx context.Context, before model.Day) ([]store.Bucket, error) {
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{UpperBound: prefix(nil, before, "", "", "")})
+	if err != nil {
+		return nil, fmt.Errorf("list rollup days: %w", err)
+	}
+	var out []store.Bucket
+	for ok := it.First(); ok; ok = it.SeekGE(prefix(nil, out[len(out)-1].Day+1, "", "", "")) {
+		out = append(out, store.Bucket{Kind: store.BucketRollups, Day: dayOfKey(it.Key())})
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("list rollup days: %w", err)
+	}
+	return out, nil
+}
+
+// Measure counts the day's rollup rows (every version and tombstone kept)
+// and their bytes.
+func (s *Store) Measure(ctx context.Context, b store.Bucket) (store.BucketSize, error) {
+	var size store.BucketSize
+	if b.Kind != store.BucketRollups {
+		return size, nil
+	}
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: prefix(nil, b.Day, "", "", ""), UpperBound: prefix(nil, b.Day+1, "", "", "")})
+	if err != nil {
+		return size, fmt.Errorf("measure %s: %w", b, err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		size.Rows++
+		size.Bytes += int64(len(it.Key()) + len(it.Value()))
+	}
+	if err := it.Close(); err != nil {
+		return size, fmt.Errorf("measure %s: %w", b, err)
+	}
+	if size.Rows > 0 {
+		size.Partitions = 1
+	}
+	return size, nil
+}
+
+// DropData drops the day with one durable range delete.
+func (s *Store) DropData(_ context.Context, b store.Bucket) (int, error) {
+	if b.Kind != store.BucketRollups {
+		return 0, nil
+	}
+	if err := s.db.DeleteRange(prefix(nil, b.Day, "", "", ""), prefix(nil, b.Day+1, "", "", ""), pebble.Sync); err != nil {
+		return 0, fmt.Errorf("drop %s: %w", b, err)
+	}
+	return 1, nil
+}
+
+// DropCatalogue does nothing: the embedded rollup store has no catalogue.
+func (s *Store) DropCatalogue(context.Context, store.Bucket) (int, error) { return 0, nil }

@@ -12,8 +12,10 @@
 //  2. One flusher goroutine collects requests until Config.BatchRows rows are
 //     waiting or Config.Linger passed since the first, then plans them. It
 //     alone touches the planner, so bucketing decisions are serial. Before it
-//     loads a series-day's catalogue it waits for the commits in flight, so
-//     the catalogue it reads is never older than the planner's own writes.
+//     loads a series-day's catalogue it waits for the commits in flight that
+//     carry an entry of that series-day, so the catalogue it reads is never
+//     older than the planner's own writes. It loads the catalogues a round
+//     needs in parallel (at most catalogueLoads at once).
 //  3. Up to Config.Commits committer goroutines write batches. Every request
 //     of a batch is answered with the batch's result, and its budget freed.
 //
@@ -22,9 +24,11 @@
 // Two orderings are kept between batches in flight. A batch that carries a
 // catalogue entry also carried by an earlier batch still being committed is
 // committed only after that one, so the entry in the store is never replaced
-// by an older copy. A request whose audit event was skipped because an
-// earlier batch in flight holds the same event_id is answered only once that
-// batch is durable, and with its error if it failed.
+// by an older copy. (A store that implements Versioner orders the writes of
+// one key by the batch's version, taken in plan order, however they land:
+// there such batches commit concurrently.) A request whose audit event was
+// skipped because an earlier batch in flight holds the same event_id is
+// answered only once that batch is durable, and with its error if it failed.
 package sink
 
 import (
@@ -37,6 +41,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/sluicehq/sluice/internal/buckets"
@@ -53,6 +58,24 @@ type Store interface {
 	// Commit writes the batch atomically; it returns nil only once durable.
 	Commit(ctx context.Context, b *store.Batch) error
 }
+
+// Versioner is implemented by a Store that orders two writes of the same key
+// by store.Batch.Version rather than by the order in which they land
+// (Cassandra's write timestamps). Version returns a value greater than every
+// one it returned before; the sink calls it as it plans each batch, so a
+// batch planned later wins.
+type Versioner interface {
+	Version() int64
+}
+
+// CatalogueLoader is implemented by a Store that reads the catalogues of
+// many series-days (out[i] for sds[i]) in fewer requests than one each.
+type CatalogueLoader interface {
+	Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]model.PartitionInfo, error)
+}
+
+// catalogueLoads bounds the catalogue reads of one round in flight at once.
+const catalogueLoads = 32
 
 // Config tunes batching and back-pressure.
 type Config struct {
@@ -134,8 +157,9 @@ type batch struct {
 	b       store.Batch
 	waiters []*pending
 	ids     []store.AuditID
-	after   []*batch      // batches in flight with a catalogue entry of this one
-	done    chan struct{} // closed once committed or failed; err is then set
+	after   []*batch                     // batches in flight with a catalogue entry of this one
+	days    map[model.SeriesDay]struct{} // series-days of its catalogue entries
+	done    chan struct{}                // closed once committed or failed; err is then set
 	err     error
 }
 
@@ -157,10 +181,11 @@ type Sink struct {
 	// catalogue maps a partition to the last batch not yet committed that
 	// carries its catalogue entry.
 	catalogue map[model.PartitionKey]*batch
+	flight    map[*batch]struct{} // batches planned and not yet committed
+	versions  Versioner           // st, if it orders writes by version
 
 	commits   chan *batch
 	commitsWG sync.WaitGroup // committers running
-	pendingWG sync.WaitGroup // batches handed to committers and not finished
 	done      chan struct{}
 	onCommit  func(*store.Batch) // see WithOnCommit; nil when unset
 }
@@ -191,9 +216,11 @@ func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg pro
 		in:        make(chan *pending, 4096),
 		inflight:  make(map[store.AuditID]*batch),
 		catalogue: make(map[model.PartitionKey]*batch),
+		flight:    make(map[*batch]struct{}),
 		commits:   make(chan *batch),
 		done:      make(chan struct{}),
 	}
+	s.versions, _ = st.(Versioner)
 	for _, o := range opts {
 		o(s)
 	}
@@ -449,23 +476,31 @@ func (s *Sink) plan(group []*pending) {
 		return
 	}
 	bt.done = make(chan struct{})
+	bt.days = make(map[model.SeriesDay]struct{})
+	for _, pi := range bt.b.Catalogue {
+		bt.days[pi.Key.SeriesDay()] = struct{}{}
+	}
+	if s.versions != nil {
+		bt.b.Version = s.versions.Version()
+	}
 	s.mu.Lock()
 	for _, id := range bt.ids {
 		s.inflight[id] = bt
 	}
 	for _, pi := range bt.b.Catalogue {
-		if prev, ok := s.catalogue[pi.Key]; ok && !slices.Contains(bt.after, prev) {
+		if prev, ok := s.catalogue[pi.Key]; ok && s.versions == nil && !slices.Contains(bt.after, prev) {
 			bt.after = append(bt.after, prev)
 		}
 		s.catalogue[pi.Key] = bt
 	}
+	s.flight[bt] = struct{}{}
 	s.mu.Unlock()
-	s.pendingWG.Add(1)
 	s.commits <- bt
 }
 
 // loadSeriesDays loads the catalogue of every series-day of the group that
-// the planner does not hold, after the commits in flight finished.
+// the planner does not hold, after the commits in flight that carry an entry
+// of one of them finished.
 func (s *Sink) loadSeriesDays(ctx context.Context, group []*pending) error {
 	var missing []model.SeriesDay
 	seen := make(map[model.SeriesDay]struct{})
@@ -489,16 +524,56 @@ func (s *Sink) loadSeriesDays(ctx context.Context, group []*pending) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	s.pendingWG.Wait()
-	for _, sd := range missing {
-		parts, err := s.st.Catalogue(ctx, sd)
-		if err != nil {
-			return err
+	// A series-day the planner dropped may still have entries in flight.
+	var wait []*batch
+	s.mu.Lock()
+	for bt := range s.flight {
+		for sd := range bt.days {
+			if _, ok := seen[sd]; ok {
+				wait = append(wait, bt)
+				break
+			}
 		}
-		s.planner.Load(sd, parts)
+	}
+	s.mu.Unlock()
+	for _, bt := range wait {
+		<-bt.done
+	}
+	loaded, err := s.catalogues(ctx, missing)
+	if err != nil {
+		return err
+	}
+	for i, sd := range missing {
+		s.planner.Load(sd, loaded[i])
 	}
 	s.m.seriesDays.Set(float64(s.planner.Len()))
 	return nil
+}
+
+// catalogues reads the catalogues of sds, in one call when the store is a
+// CatalogueLoader, else one call per series-day, catalogueLoads at a time.
+func (s *Sink) catalogues(ctx context.Context, sds []model.SeriesDay) ([][]model.PartitionInfo, error) {
+	if l, ok := s.st.(CatalogueLoader); ok {
+		out, err := l.Catalogues(ctx, sds)
+		if err == nil && len(out) != len(sds) {
+			err = fmt.Errorf("store returned %d catalogues for %d series-days", len(out), len(sds))
+		}
+		return out, err
+	}
+	out := make([][]model.PartitionInfo, len(sds))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(catalogueLoads)
+	for i, sd := range sds {
+		g.Go(func() error {
+			parts, err := s.st.Catalogue(gctx, sd)
+			out[i] = parts
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // auditDuplicates returns the audit ids of the group that are already
@@ -568,6 +643,7 @@ func (s *Sink) committer() {
 				delete(s.catalogue, pi.Key)
 			}
 		}
+		delete(s.flight, bt)
 		s.mu.Unlock()
 		bt.err = err
 		close(bt.done)
@@ -577,7 +653,6 @@ func (s *Sink) committer() {
 		if err == nil && s.onCommit != nil {
 			s.onCommit(&bt.b)
 		}
-		s.pendingWG.Done()
 	}
 }
 

@@ -8,6 +8,8 @@
 package store
 
 import (
+	"fmt"
+
 	"github.com/sluicehq/sluice/internal/model"
 )
 
@@ -26,6 +28,10 @@ type Batch struct {
 	Partitions  []PartitionWrite
 	Catalogue   []model.PartitionInfo
 	DeadLetters []model.DeadLetter // partitioned by (tenant, day of TS), clustered by (TS, ID)
+	// Version, when not zero, orders this batch's writes against another
+	// batch's writes of the same keys: the greater version wins, whichever
+	// lands last. Set by the sink for backends that implement sink.Versioner.
+	Version int64
 }
 
 // Rows counts the rows of the batch.
@@ -75,4 +81,59 @@ func (r Range) Contains(pos Pos) bool {
 		return false
 	}
 	return r.After == nil || r.After.Less(pos)
+}
+
+// BucketKind says which data a retention bucket holds. Readings and audit
+// share their values with model.Kind.
+type BucketKind uint8
+
+// The kinds of data that expire.
+const (
+	BucketReadings               = BucketKind(model.KindReadings)
+	BucketAudit                  = BucketKind(model.KindAudit)
+	BucketDeadLetters BucketKind = 3
+	BucketRollups     BucketKind = 4
+)
+
+// BucketKinds lists every kind, in report order.
+var BucketKinds = []BucketKind{BucketReadings, BucketAudit, BucketDeadLetters, BucketRollups}
+
+// String returns the kind's name as used in configuration and reports.
+func (k BucketKind) String() string {
+	switch k {
+	case BucketReadings:
+		return "readings"
+	case BucketAudit:
+		return "audit"
+	case BucketDeadLetters:
+		return "dead_letters"
+	case BucketRollups:
+		return "rollups"
+	}
+	return fmt.Sprintf("bucket_kind(%d)", uint8(k))
+}
+
+// Bucket is the unit retention drops: one UTC day of one tenant's data of
+// one kind. Tenant is empty for a bucket that holds every tenant's day
+// (ClickHouse rollup partitions).
+type Bucket struct {
+	Kind   BucketKind
+	Tenant string
+	Day    model.Day
+}
+
+func (b Bucket) String() string {
+	t := b.Tenant
+	if t == "" {
+		t = "*"
+	}
+	return fmt.Sprintf("%s/%s/%s", b.Kind, t, b.Day)
+}
+
+// BucketSize is what a bucket holds, as its catalogue states it (counts are
+// upper bounds: overwrites count again).
+type BucketSize struct {
+	Partitions int64
+	Rows       int64
+	Bytes      int64
 }

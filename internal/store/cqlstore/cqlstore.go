@@ -18,18 +18,28 @@
 //     Config.BatchRows rows of that one partition (never a multi-partition
 //     batch); dead letters likewise per partition.
 //  3. the catalogue counts, and the audit id index: both only after the rows
-//     they describe are stored. A reader that finds a catalogue entry finds
-//     the rows it counts; an audit id that is seen has its event stored, so
-//     a retry of an event whose write failed is never taken for a duplicate.
+//     they describe are stored. The catalogue entries of all the commits
+//     that reach this phase together are written together (catalogueLoop):
+//     one batch per catalogue partition, each entry at its own commit's
+//     timestamp, only the newest of one key. An entry this process wrote in
+//     full before, whose state and closed flag did not change, is updated
+//     with its counts and range only. A reader that finds a catalogue entry
+//     finds the rows it counts; an audit id that is seen has its event
+//     stored, so a retry of an event whose write failed is never taken for a
+//     duplicate.
 //
 // If a phase fails, Commit returns the error and the caller's request fails.
 // The rows of a failed commit that did reach Cassandra are not counted in
 // the catalogue (readers may or may not see them; a retry rewrites the same
 // keys, and readers drop equal keys across partitions).
 //
-// Every write of one Commit carries the same write timestamp, taken from a
-// clock that never goes backwards, so of two commits of the same key the
-// one that started later wins, as in the embedded store.
+// Every write of one Commit carries the same write timestamp: the batch's
+// Version, which the sink takes from Version as it plans the batch, or one
+// taken at the start of Commit when it has none. Both come from a clock that
+// never goes backwards, so of two commits of the same key the one planned
+// later wins, as in the embedded store, whichever lands last. The sink
+// therefore commits batches that share catalogue entries concurrently (see
+// sink.Versioner): an older catalogue entry landing late changes nothing.
 //
 // # Catalogue rows have one writer each
 //
@@ -74,9 +84,24 @@ type Store struct {
 	m       *metrics
 
 	mu         sync.Mutex
-	lastStamp  int64                           // last write timestamp handed out
-	registered map[model.PartitionKey]struct{} // catalogue keys this process has written
-	known      map[tenantDay]struct{}          // tenant_days rows this process has written
+	lastStamp  int64                          // last write timestamp handed out
+	registered map[model.PartitionKey]written // catalogue keys this process has written
+	known      map[tenantDay]struct{}         // tenant_days rows this process has written
+
+	catq chan *catalogueWrite // to catalogueLoop
+	stop chan struct{}        // closed by Close
+	wg   sync.WaitGroup
+}
+
+// written is what this process knows is stored in a catalogue row: its key
+// (registered), and, once counts is set, the state and closed flag written
+// at version ts. A count update whose state and closed are the same leaves
+// those two cells out.
+type written struct {
+	counts bool
+	state  string
+	closed bool
+	ts     int64
 }
 
 type tenantDay struct {
@@ -97,7 +122,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.R
 	if err != nil {
 		return nil, err
 	}
-	return &Store{
+	st := &Store{
 		cfg:        cfg,
 		sess:       sess,
 		logger:     logger,
@@ -105,9 +130,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.R
 		readCL:     gocql.ParseConsistency(cfg.ReadConsistency),
 		sem:        make(chan struct{}, cfg.MaxConcurrentRequests),
 		m:          newMetrics(reg),
-		registered: make(map[model.PartitionKey]struct{}),
+		registered: make(map[model.PartitionKey]written),
 		known:      make(map[tenantDay]struct{}),
-	}, nil
+		catq:       make(chan *catalogueWrite),
+		stop:       make(chan struct{}),
+	}
+	st.wg.Go(st.catalogueLoop)
+	return st, nil
 }
 
 // connect creates a session, retrying with backoff while no node answers.
@@ -134,6 +163,8 @@ func connect(ctx context.Context, cfg Config, keyspace string, logger *slog.Logg
 // Close closes the session. Every acknowledged commit is already durable at
 // the write consistency.
 func (s *Store) Close() error {
+	close(s.stop)
+	s.wg.Wait()
 	s.sess.Close()
 	return nil
 }
@@ -195,7 +226,11 @@ const (
 	insReading   = `INSERT INTO readings (tenant, device, day, sub, ts, metric, value, seq, has_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insAudit     = `INSERT INTO audit (tenant, stream, day, sub, ts, event_id, actor, action, resource, outcome, attributes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insAuditID   = `INSERT INTO audit_ids (tenant, day, bucket, event_id) VALUES (?, ?, ?, ?)`
-	insCatalogue = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub, row_count, byte_count, min_ts, max_ts, state, closed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insCatalogue = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub, row_count, byte_count, min_ts, max_ts, state, closed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`
+	// insCatalogueCounts updates only what changes from commit to commit:
+	// for an entry whose state and closed flag this process already wrote
+	// with the same values (and a row that therefore exists).
+	insCatalogueCounts = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub, row_count, byte_count, min_ts, max_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`
 	// insCatalogueKey writes only the key (the row's liveness): counts
 	// already there are kept, and a new row has none, so readers skip it.
 	insCatalogueKey = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub) VALUES (?, ?, ?, ?, ?, ?)`
@@ -231,15 +266,27 @@ func (s *Store) stamp() int64 {
 	return now
 }
 
+// Version returns a write timestamp for a batch, greater than every one
+// returned before (it implements sink.Versioner).
+func (s *Store) Version() int64 { return s.stamp() }
+
 // batchOp sends entries, which must all belong to one partition, as one
-// UNLOGGED batch (or one statement) with write timestamp ts.
+// UNLOGGED batch (or one statement) with write timestamp ts, or, when ts is
+// 0, with the timestamps their statements give (USING TIMESTAMP).
 func (s *Store) batchOp(entries []gocql.BatchEntry, ts int64) op {
 	return func(ctx context.Context) error {
 		if len(entries) == 1 {
 			e := entries[0]
-			return s.sess.Query(e.Stmt, e.Args...).Consistency(s.writeCL).Idempotent(true).WithTimestamp(ts).ExecContext(ctx)
+			q := s.sess.Query(e.Stmt, e.Args...).Consistency(s.writeCL).Idempotent(true)
+			if ts != 0 {
+				q = q.WithTimestamp(ts)
+			}
+			return q.ExecContext(ctx)
 		}
-		b := s.sess.Batch(gocql.UnloggedBatch).Consistency(s.writeCL).WithTimestamp(ts)
+		b := s.sess.Batch(gocql.UnloggedBatch).Consistency(s.writeCL)
+		if ts != 0 {
+			b = b.WithTimestamp(ts)
+		}
 		b.Entries = entries
 		return b.ExecContext(ctx)
 	}
@@ -275,7 +322,10 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ts := s.stamp()
+	ts := b.Version
+	if ts == 0 {
+		ts = s.stamp()
+	}
 	reg := s.registerOps(b, ts)
 	if err := s.run(ctx, "register", reg.ops); err != nil {
 		return fmt.Errorf("register partitions: %w", err)
@@ -284,10 +334,105 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 	if err := s.run(ctx, "rows_write", s.rowOps(b, ts)); err != nil {
 		return fmt.Errorf("write %d rows in %d partitions: %w", b.Rows(), len(b.Partitions), err)
 	}
-	if err := s.run(ctx, "catalogue_write", append(s.catalogueOps(b, ts), s.auditIDOps(b, ts)...)); err != nil {
-		return fmt.Errorf("write catalogue and audit ids: %w", err)
+	// The audit ids, and meanwhile the catalogue entries, through
+	// catalogueLoop, which writes those of every commit waiting at once.
+	auditErr := make(chan error, 1)
+	go func() { auditErr <- s.run(ctx, "audit_ids_write", s.auditIDOps(b, ts)) }()
+	catErr := s.writeCatalogue(ctx, b.Catalogue, ts)
+	if err := <-auditErr; err != nil {
+		return fmt.Errorf("write audit ids: %w", err)
+	}
+	if catErr != nil {
+		return fmt.Errorf("write catalogue: %w", catErr)
 	}
 	return nil
+}
+
+// writeCatalogue hands entries to catalogueLoop and waits for the round
+// that wrote them.
+func (s *Store) writeCatalogue(ctx context.Context, entries []model.PartitionInfo, ts int64) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	cw := &catalogueWrite{entries: entries, ts: ts, done: make(chan error, 1)}
+	select {
+	case s.catq <- cw:
+	case <-s.stop:
+		return errors.New("store closed")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-cw.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// catalogueWrite is one commit's catalogue entries, written at ts.
+type catalogueWrite struct {
+	entries []model.PartitionInfo
+	ts      int64
+	done    chan error
+}
+
+// catalogueLoop writes catalogue entries for the commits of this store,
+// coalescing those that wait: while one round is written, the entries of
+// commits that reach the catalogue phase queue up, and the next round
+// writes them all, one batch per catalogue partition. A commit is answered
+// with the result of the round that carried its entries.
+//
+// Of several entries of one key in a round only the newest (greatest write
+// timestamp) is written: the planner's entries of a partition only grow
+// (counts, range, closed), so it covers every older one, and the rows of
+// all of them are already stored (entries are queued after their rows).
+func (s *Store) catalogueLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.stop
+		cancel()
+	}()
+	for {
+		var round []*catalogueWrite
+		select {
+		case cw := <-s.catq:
+			round = append(round, cw)
+		case <-s.stop:
+			return
+		}
+	more:
+		for {
+			select {
+			case cw := <-s.catq:
+				round = append(round, cw)
+			default:
+				break more
+			}
+		}
+		newest := make(map[model.PartitionKey]stamped)
+		for _, cw := range round {
+			for _, pi := range cw.entries {
+				if n, ok := newest[pi.Key]; !ok || cw.ts > n.ts {
+					newest[pi.Key] = stamped{pi, cw.ts}
+				}
+			}
+		}
+		err := s.run(ctx, "catalogue_write", s.catalogueOps(newest))
+		if err == nil {
+			s.rememberCounts(newest)
+		}
+		for _, cw := range round {
+			cw.done <- err
+		}
+	}
+}
+
+// stamped is a catalogue entry and its write timestamp.
+type stamped struct {
+	pi model.PartitionInfo
+	ts int64
 }
 
 // cpart is a catalogue partition.
@@ -364,25 +509,51 @@ func (s *Store) remember(reg registration) {
 		clear(s.known)
 	}
 	for _, k := range reg.keys {
-		s.registered[k] = struct{}{}
+		if _, ok := s.registered[k]; !ok {
+			s.registered[k] = written{}
+		}
 	}
 	for _, td := range reg.days {
 		s.known[td] = struct{}{}
 	}
 }
 
-func (s *Store) catalogueOps(b *store.Batch, ts int64) []op {
+// rememberCounts notes the state and closed flag of catalogue entries
+// written, unless an entry of a later timestamp was noted first.
+func (s *Store) rememberCounts(entries map[model.PartitionKey]stamped) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, e := range entries {
+		w, ok := s.registered[k]
+		if !ok || w.counts && w.ts > e.ts {
+			continue // forgotten, or superseded
+		}
+		s.registered[k] = written{counts: true, state: e.pi.State, closed: e.pi.Closed, ts: e.ts}
+	}
+}
+
+// catalogueOps writes entries, each at its own timestamp (USING TIMESTAMP:
+// entries of several commits share a batch), as one batch of at most
+// BatchRows entries per catalogue partition.
+func (s *Store) catalogueOps(entries map[model.PartitionKey]stamped) []op {
 	groups := make(map[cpart][]gocql.BatchEntry)
-	for _, pi := range b.Catalogue {
-		k := pi.Key
-		cp := cpartOf(k)
+	s.mu.Lock()
+	for k, e := range entries {
+		pi, cp := e.pi, cpartOf(k)
+		if w := s.registered[k]; w.counts && w.state == pi.State && w.closed == pi.Closed && w.ts < e.ts {
+			groups[cp] = append(groups[cp], entry(insCatalogueCounts,
+				k.Tenant, cp.kind, dayValue(k.Day), cp.shard, k.Series, int32(k.Sub),
+				pi.Rows, pi.Bytes, pi.MinTS, pi.MaxTS, e.ts))
+			continue
+		}
 		groups[cp] = append(groups[cp], entry(insCatalogue,
 			k.Tenant, cp.kind, dayValue(k.Day), cp.shard, k.Series, int32(k.Sub),
-			pi.Rows, pi.Bytes, pi.MinTS, pi.MaxTS, pi.State, pi.Closed))
+			pi.Rows, pi.Bytes, pi.MinTS, pi.MaxTS, pi.State, pi.Closed, e.ts))
 	}
+	s.mu.Unlock()
 	var ops []op
 	for _, es := range groups {
-		ops = s.partitionOps(ops, es, ts)
+		ops = s.partitionOps(ops, es, 0)
 	}
 	return ops
 }

@@ -65,16 +65,27 @@ func (s *Store) deleteOp(stmt string, args ...any) op {
 // of that day and the tenant-day index row. Running it again after an
 // interruption finishes the job; running it on a dropped day does nothing.
 func (s *Store) DropPartitions(ctx context.Context, tenant string, kind model.Kind, day model.Day) (DropStats, error) {
+	st, err := s.dropPartitionData(ctx, tenant, kind, day)
+	if err != nil {
+		return st, err
+	}
+	n, err := s.dropPartitionCatalogue(ctx, tenant, kind, day)
+	st.Deletes += n
+	return st, err
+}
+
+// part is one data partition of a tenant-kind-day.
+type part struct {
+	series string
+	sub    int32
+}
+
+// listPartitions reads the day's partitions from every catalogue shard,
+// with the rows and bytes they are catalogued with. Rows registered but not
+// yet counted are listed too (with zero counts): their partition may hold
+// rows of a commit that failed.
+func (s *Store) listPartitions(ctx context.Context, tenant string, kind model.Kind, day model.Day) (map[part]struct{}, DropStats, error) {
 	var st DropStats
-	table, seriesCol := "readings", "device"
-	if kind == model.KindAudit {
-		table, seriesCol = "audit", "stream"
-	}
-	// 1. List the day's partitions from every catalogue shard.
-	type part struct {
-		series string
-		sub    int32
-	}
 	var mu sync.Mutex
 	parts := make(map[part]struct{})
 	var list []op
@@ -99,9 +110,24 @@ func (s *Store) DropPartitions(ctx context.Context, tenant string, kind model.Ki
 		})
 	}
 	if err := s.run(ctx, "catalogue_read", list); err != nil {
-		return st, fmt.Errorf("list partitions of %s %s on %s: %w", tenant, kind, day, err)
+		return nil, st, fmt.Errorf("list partitions of %s %s on %s: %w", tenant, kind, day, err)
 	}
-	// 2. One partition delete per data partition.
+	st.Partitions = len(parts)
+	return parts, st, nil
+}
+
+// dropPartitionData deletes every catalogued partition of the tenant-kind-
+// day (one partition delete each) and, for audit, its 64 audit id
+// partitions. The catalogue stays, so an interrupted drop is listed again.
+func (s *Store) dropPartitionData(ctx context.Context, tenant string, kind model.Kind, day model.Day) (DropStats, error) {
+	table, seriesCol := "readings", "device"
+	if kind == model.KindAudit {
+		table, seriesCol = "audit", "stream"
+	}
+	parts, st, err := s.listPartitions(ctx, tenant, kind, day)
+	if err != nil {
+		return st, err
+	}
 	var dels []op
 	for p := range parts {
 		dels = append(dels, s.deleteOp(`DELETE FROM `+table+` WHERE tenant = ? AND `+seriesCol+` = ? AND day = ? AND sub = ?`,
@@ -115,35 +141,53 @@ func (s *Store) DropPartitions(ctx context.Context, tenant string, kind model.Ki
 	if err := s.run(ctx, "drop", dels); err != nil {
 		return st, fmt.Errorf("drop partitions of %s %s on %s: %w", tenant, kind, day, err)
 	}
-	st.Partitions = len(parts)
 	st.Deletes = len(dels)
-	// 3. The catalogue, last.
+	return st, nil
+}
+
+// dropPartitionCatalogue deletes the day's 64 catalogue shards of the
+// tenant and kind, then its tenant-day index row: the last step of a drop.
+func (s *Store) dropPartitionCatalogue(ctx context.Context, tenant string, kind model.Kind, day model.Day) (int, error) {
 	var cat []op
 	for shard := range catalogueShards {
 		cat = append(cat, s.deleteOp(`DELETE FROM catalogue WHERE tenant = ? AND kind = ? AND day = ? AND shard = ?`,
 			tenant, kind.String(), dayValue(day), shard))
 	}
-	cat = append(cat, s.deleteOp(`DELETE FROM tenant_days WHERE day = ? AND kind = ? AND tenant = ?`, dayValue(day), kind.String(), tenant))
 	if err := s.run(ctx, "drop", cat); err != nil {
-		return st, fmt.Errorf("drop catalogue of %s %s on %s: %w", tenant, kind, day, err)
+		return 0, fmt.Errorf("drop catalogue of %s %s on %s: %w", tenant, kind, day, err)
 	}
-	st.Deletes += len(cat)
-	s.forget(tenantDay{day, kind.String(), tenant})
-	return st, nil
+	n, err := s.dropTenantDay(ctx, tenantDay{day, kind.String(), tenant})
+	return len(cat) + n, err
+}
+
+func (s *Store) dropTenantDay(ctx context.Context, td tenantDay) (int, error) {
+	if err := s.do(ctx, "drop", s.deleteOp(`DELETE FROM tenant_days WHERE day = ? AND kind = ? AND tenant = ?`, dayValue(td.day), td.kind, td.tenant)); err != nil {
+		return 0, fmt.Errorf("drop tenant index row %s %s on %s: %w", td.tenant, td.kind, td.day, err)
+	}
+	s.forget(td)
+	return 1, nil
 }
 
 // DropDeadLetters deletes a tenant's dead letters of one day: 24 hour
-// partitions.
+// partitions, then the tenant-day index row.
 func (s *Store) DropDeadLetters(ctx context.Context, tenant string, day model.Day) (DropStats, error) {
+	st, err := s.dropDeadLetterData(ctx, tenant, day)
+	if err != nil {
+		return st, err
+	}
+	n, err := s.dropTenantDay(ctx, tenantDay{day, kindDeadLetters, tenant})
+	st.Deletes += n
+	return st, err
+}
+
+func (s *Store) dropDeadLetterData(ctx context.Context, tenant string, day model.Day) (DropStats, error) {
 	var dels []op
 	for h := range 24 {
 		dels = append(dels, s.deleteOp(`DELETE FROM dead_letters WHERE tenant = ? AND day = ? AND hour = ?`, tenant, dayValue(day), h))
 	}
-	dels = append(dels, s.deleteOp(`DELETE FROM tenant_days WHERE day = ? AND kind = ? AND tenant = ?`, dayValue(day), kindDeadLetters, tenant))
 	if err := s.run(ctx, "drop", dels); err != nil {
 		return DropStats{}, fmt.Errorf("drop dead letters of %s on %s: %w", tenant, day, err)
 	}
-	s.forget(tenantDay{day, kindDeadLetters, tenant})
 	return DropStats{Partitions: 24, Deletes: len(dels)}, nil
 }
 
@@ -178,8 +222,13 @@ func (s *Store) DropDay(ctx context.Context, day model.Day) (DropStats, error) {
 	return total, nil
 }
 
+// forget drops what this process remembers of a tenant-day it deleted, so
+// that a late write registers its partitions and writes full catalogue
+// entries again. Catalogue keys are forgotten all at once: drops are rare,
+// and forgetting only costs rewrites.
 func (s *Store) forget(td tenantDay) {
 	s.mu.Lock()
 	delete(s.known, td)
+	clear(s.registered)
 	s.mu.Unlock()
 }

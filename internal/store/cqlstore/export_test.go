@@ -21,3 +21,6 @@ func (s *Store) Truncate(ctx context.Context) error {
 
 // Session exposes the driver session, for tests that count rows.
 func (s *Store) Session() *gocql.Session { return s.sess }
+
+// CatalogueShard is the catalogue partition (of 64) of a series.
+func CatalogueShard(series string) int { return catalogueShard(series) }

@@ -40,6 +40,71 @@ func (s *Store) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.Part
 	return out, nil
 }
 
+// Catalogues returns the catalogues of many series-days (out[i] for
+// sds[i], each ordered by sub-bucket), reading the series-days that share a
+// catalogue partition together, up to 100 per request: a gateway that meets
+// thousands of new series-days at once (start-up, the first minutes of a UTC
+// day) loads them in tens of requests, not thousands. It implements
+// sink.CatalogueLoader.
+func (s *Store) Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]model.PartitionInfo, error) {
+	groups := make(map[cpart][]int) // indexes into sds
+	for i, sd := range sds {
+		p := cpart{sd.Tenant, sd.Kind.String(), sd.Day, catalogueShard(sd.Series)}
+		groups[p] = append(groups[p], i)
+	}
+	out := make([][]model.PartitionInfo, len(sds))
+	var mu sync.Mutex
+	var ops []op
+	for p, idx := range groups {
+		for len(idx) > 0 {
+			n := min(len(idx), inListMax)
+			chunk := idx[:n]
+			idx = idx[n:]
+			ops = append(ops, func(ctx context.Context) error {
+				want := make(map[string][]int, len(chunk))
+				list := make([]string, 0, len(chunk))
+				for _, i := range chunk {
+					sr := sds[i].Series
+					if _, ok := want[sr]; !ok {
+						list = append(list, sr)
+					}
+					want[sr] = append(want[sr], i)
+				}
+				it := s.query(`SELECT series, sub, row_count, byte_count, min_ts, max_ts, state, closed FROM catalogue
+					WHERE tenant = ? AND kind = ? AND day = ? AND shard = ? AND series IN ?`,
+					p.tenant, p.kind, dayValue(p.day), p.shard, list).IterContext(ctx)
+				var (
+					series string
+					sub    int32
+					pi     model.PartitionInfo
+					got    = make(map[int][]model.PartitionInfo, len(chunk))
+				)
+				for it.Scan(&series, &sub, &pi.Rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed) {
+					for _, i := range want[series] {
+						pi.Key = sds[i].Partition(uint32(sub))
+						got[i] = append(got[i], pi)
+					}
+				}
+				if err := it.Close(); err != nil {
+					return err
+				}
+				// A retried request starts again from nothing: results are
+				// published only once the whole request succeeded.
+				mu.Lock()
+				for i, parts := range got {
+					out[i] = parts
+				}
+				mu.Unlock()
+				return nil
+			})
+		}
+	}
+	if err := s.run(ctx, "catalogue_read", ops); err != nil {
+		return nil, fmt.Errorf("read catalogues of %d series-days: %w", len(sds), err)
+	}
+	return out, nil
+}
+
 // AuditSeen reports, for each id, whether an event with that id is stored.
 // Ids are looked up per audit_ids partition, up to 100 at a time.
 func (s *Store) AuditSeen(ctx context.Context, ids []store.AuditID) ([]bool, error) {

@@ -173,6 +173,10 @@ func encodeInfo(b []byte, pi model.PartitionInfo) []byte {
 }
 
 func decodeInfo(v []byte, pi *model.PartitionInfo) error {
+	if len(v) < 8 {
+		return fmt.Errorf("catalogue entry version: %w", errCorrupt)
+	}
+	v = v[8:] // the batch version the merge orders by (merge.go)
 	if len(v) < 1 || v[0] != catalogueVersion {
 		return fmt.Errorf("catalogue entry version: %w", errCorrupt)
 	}

@@ -32,7 +32,13 @@ type Store struct {
 	db     *pebble.DB
 	logger *slog.Logger
 	wo     *pebble.WriteOptions
+	ver    versions
 }
+
+// Version returns the version of the next batch (sink.Versioner): catalogue
+// entries of a later version win however the commits land, so the sink
+// commits batches that share entries concurrently.
+func (s *Store) Version() int64 { return s.ver.next() }
 
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
@@ -42,6 +48,7 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
 	cache := pebble.NewCache(opts.CacheBytes)
 	po := &pebble.Options{
 		Cache:                       cache,
+		Merger:                      catalogueMerger,
 		Logger:                      slogAdapter{logger},
 		MemTableSize:                64 << 20,
 		MemTableStopWritesThreshold: 4,
@@ -106,7 +113,7 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 		key = key[:0]
 	}
 	for _, pi := range b.Catalogue {
-		if err := pb.Set(catalogueKey(nil, pi.Key), encodeInfo(nil, pi), nil); err != nil {
+		if err := pb.Merge(catalogueKey(nil, pi.Key), versionedInfo(nil, b.Version, encodeInfo(nil, pi)), nil); err != nil {
 			return fmt.Errorf("stage catalogue entry %v: %w", pi.Key, err)
 		}
 	}

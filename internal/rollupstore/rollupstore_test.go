@@ -1,0 +1,121 @@
+package rollupstore
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/rollup"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+func row(tenant, device, metric string, minute int64, count uint64, version uint64) rollup.Row {
+	return rollup.Row{Key: rollup.Key{Tenant: tenant, Device: device, Metric: metric, Minute: minute},
+		Count: count, Sum: float64(count), Min: 1, Max: 1, Version: version}
+}
+
+func open(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+const day = model.MillisPerDay
+
+// Rows are found across days (with empty days between), per tenant, metric
+// and device, and the highest version wins.
+func TestRowsAcrossDays(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	base := int64(20000) * day
+	rows := []rollup.Row{
+		row("acme", "d1", "temp", base, 1, 1),
+		row("acme", "d1", "temp", base+5*day+60_000, 2, 1),
+		row("acme", "d2", "temp", base+5*day, 3, 1),
+		row("acme", "d1", "rpm", base+day, 4, 1),
+		row("beta", "d1", "temp", base+day, 5, 1),
+		row("acme", "d1", "temp", base, 9, 0), // older version: ignored
+	}
+	if err := s.Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		f    rollup.Filter
+		want []uint64 // counts, in key order
+	}{
+		{rollup.Filter{Tenant: "acme", Device: "d1", Metric: "temp", From: base, To: base + 10*day}, []uint64{1, 2}},
+		{rollup.Filter{Tenant: "acme", Metric: "temp", From: base, To: base + 10*day}, []uint64{1, 2, 3}},
+		{rollup.Filter{Tenant: "acme", Device: "d1", Metric: "temp", From: base + 60_000, To: base + 10*day}, []uint64{2}},
+		{rollup.Filter{Tenant: "beta", Device: "d1", Metric: "temp", From: base, To: base + 10*day}, []uint64{5}},
+		{rollup.Filter{Tenant: "acme", Device: "d1", Metric: "rpm", From: base, To: base + day}, nil},
+	}
+	for _, tt := range tests {
+		got, err := s.Rows(ctx, tt.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var counts []uint64
+		for _, r := range got {
+			counts = append(counts, r.Count)
+		}
+		if len(counts) != len(tt.want) {
+			t.Errorf("%+v: counts %v, want %v", tt.f, counts, tt.want)
+			continue
+		}
+		for i := range counts {
+			if counts[i] != tt.want[i] {
+				t.Errorf("%+v: counts %v, want %v", tt.f, counts, tt.want)
+				break
+			}
+		}
+	}
+}
+
+// A day of every tenant is one bucket, dropped with one range delete that
+// leaves the other days intact.
+func TestRetention(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	base := int64(20000) * day
+	var rows []rollup.Row
+	for d := range int64(5) {
+		for i := range int64(30) {
+			rows = append(rows, row("acme", "d1", "temp", base+d*day+i*60_000, 1, 1), row("beta", "d9", "rpm", base+d*day+i*60_000, 1, 1))
+		}
+	}
+	if err := s.Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	buckets, err := s.Buckets(ctx, model.Day(20003))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(buckets) != 3 || buckets[0].Day != 20000 || buckets[2].Day != 20002 || buckets[0].Kind != store.BucketRollups {
+		t.Fatalf("buckets before day 20003: %+v", buckets)
+	}
+	size, err := s.Measure(ctx, buckets[1])
+	if err != nil || size.Rows != 60 {
+		t.Fatalf("measure: %+v %v, want 60 rows", size, err)
+	}
+	for _, b := range buckets {
+		n, err := s.DropData(ctx, b)
+		if err != nil || n != 1 {
+			t.Fatalf("drop %v: %d deletes, %v", b, n, err)
+		}
+	}
+	left, err := s.Rows(ctx, rollup.Filter{Tenant: "acme", Device: "d1", Metric: "temp", From: base, To: base + 5*day})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 60 || left[0].Minute != base+3*day {
+		t.Fatalf("after the drop: %d rows from %d, want 60 from day 20003", len(left), left[0].Minute)
+	}
+	if again, _ := s.Buckets(ctx, model.Day(20003)); len(again) != 0 {
+		t.Errorf("dropped days still listed: %+v", again)
+	}
+}

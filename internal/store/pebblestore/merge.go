@@ -1,0 +1,75 @@
+package pebblestore
+
+import (
+	"encoding/binary"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Catalogue entries are written with Pebble merge operations, each value
+// prefixed by the version of the batch that wrote it (store.Batch.Version,
+// taken by the sink in plan order). The merge keeps the value with the
+// highest version, and of equal versions the newer one. So two commits
+// carrying the same entry may land in either order, and run concurrently:
+// the entry planned last wins, and the catalogue never goes back to an
+// older copy that would hide acknowledged rows.
+
+const catalogueMergerName = "sluice.catalogue.v1"
+
+var catalogueMerger = &pebble.Merger{
+	Name: catalogueMergerName,
+	Merge: func(_, value []byte) (pebble.ValueMerger, error) {
+		return &latestVersion{best: append([]byte(nil), value...)}, nil
+	},
+}
+
+// latestVersion is a pebble.ValueMerger keeping the highest-versioned value.
+type latestVersion struct{ best []byte }
+
+func valueVersion(v []byte) int64 {
+	if len(v) < 8 {
+		return -1 << 63
+	}
+	return int64(binary.BigEndian.Uint64(v) ^ 1<<63)
+}
+
+func (m *latestVersion) MergeNewer(value []byte) error {
+	if valueVersion(value) >= valueVersion(m.best) {
+		m.best = append(m.best[:0:0], value...)
+	}
+	return nil
+}
+
+func (m *latestVersion) MergeOlder(value []byte) error {
+	if valueVersion(value) > valueVersion(m.best) {
+		m.best = append(m.best[:0:0], value...)
+	}
+	return nil
+}
+
+func (m *latestVersion) Finish(bool) ([]byte, io.Closer, error) { return m.best, nil, nil }
+
+// versionedInfo prefixes an encoded catalogue entry with its version.
+func versionedInfo(b []byte, version int64, info []byte) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(version)^1<<63)
+	return append(b, info...)
+}
+
+// versions hands out batch versions: nanoseconds of the wall clock, made
+// strictly increasing, so they also exceed the versions of an earlier run
+// of the gateway (unless the clock went back by more than the restart
+// took).
+type versions struct{ last atomic.Int64 }
+
+func (v *versions) next() int64 {
+	for {
+		last := v.last.Load()
+		n := max(time.Now().UnixNano(), last+1)
+		if v.last.CompareAndSwap(last, n) {
+			return n
+		}
+	}
+}
