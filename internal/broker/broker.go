@@ -18,9 +18,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/storage"
 	"github.com/mochi-mqtt/server/v2/hooks/storage/bolt"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -121,7 +124,11 @@ func Start(cfg Config, opts Options, logger *slog.Logger) (*Broker, error) {
 	}
 	caps := mqtt.NewDefaultServerCapabilities()
 	caps.MaximumClientWritesPending = 8192
-	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: logger, InlineClient: false})
+	// QoS 1 messages a session may hold (sent and not acknowledged, or
+	// queued): mochi drops new messages for a session beyond it, so keep it
+	// as high as the protocol's packet ids allow.
+	caps.MaximumInflight = 65535
+	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: logger, InlineClient: true}) // inline: the journal replays through it
 	acl := &aclHook{users: make(map[string]User, len(cfg.Users)), topics: make(map[string]string, len(cfg.Users)),
 		subPassword: opts.SubscriberPassword, anonymous: cfg.AllowAnonymous, anonTopic: opts.Anonymous, logger: logger}
 	for _, u := range cfg.Users {
@@ -131,12 +138,22 @@ func Start(cfg Config, opts Options, logger *slog.Logger) (*Broker, error) {
 	if err := srv.AddHook(acl, nil); err != nil {
 		return nil, fmt.Errorf("add broker auth hook: %w", err)
 	}
-	err := srv.AddHook(new(bolt.Hook), &bolt.Options{
+	err := srv.AddHook(new(boltStore), &bolt.Options{
 		Path: filepath.Join(opts.Dir, "sessions.bolt"), Bucket: "sluice",
 		Options: &bbolt.Options{Timeout: 2 * time.Second},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open broker session store in %s: %w", opts.Dir, err)
+	}
+	jr, err := openJournal(filepath.Join(opts.Dir, "journal.bolt"))
+	if err != nil {
+		_ = srv.Close()
+		return nil, err
+	}
+	if err := srv.AddHook(jr, nil); err != nil {
+		_ = jr.Stop()
+		_ = srv.Close()
+		return nil, fmt.Errorf("add broker journal hook: %w", err)
 	}
 	// Bind first, so that a busy port is reported now and port 0 works.
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -155,6 +172,12 @@ func Start(cfg Config, opts Options, logger *slog.Logger) (*Broker, error) {
 		_ = srv.Close()
 		return nil, fmt.Errorf("start embedded broker: %w", err)
 	}
+	if n, err := jr.replay(srv); err != nil {
+		_ = srv.Close()
+		return nil, fmt.Errorf("embedded broker: replay journal: %w", err)
+	} else if n > 0 {
+		logger.Info("embedded broker: published again the messages acknowledged to devices just before a crash", "messages", n)
+	}
 	return &Broker{srv: srv, addr: addr}, nil
 }
 
@@ -167,6 +190,54 @@ func (b *Broker) Close() error {
 		return fmt.Errorf("close embedded broker: %w", err)
 	}
 	return nil
+}
+
+// boltStore is mochi's bbolt storage hook with one repair. mochi v2.7.9's
+// bolt hook stores a QoS 1 message in flight to a client without its packet
+// id (the id is only part of the record's key), so after a restart every
+// reloaded message has packet id 0: the broker then fails to resend it
+// ("missing packet id"), drops the subscriber's connection, and does so again
+// on every reconnection, so the messages it acknowledged to devices before
+// the restart would never be delivered. StoredInflightMessages restores the
+// id from the key.
+type boltStore struct {
+	bolt.Hook
+}
+
+// StoredInflightMessages returns the messages in flight kept in the store,
+// with their packet ids.
+func (h *boltStore) StoredInflightMessages() ([]storage.Message, error) {
+	msgs, err := h.Hook.StoredInflightMessages()
+	if err != nil {
+		return nil, err
+	}
+	kept := msgs[:0]
+	for _, m := range msgs {
+		if m.PacketID == 0 {
+			id, ok := packetIDFromKey(m.ID)
+			if !ok {
+				h.Log.Warn("embedded broker: dropping a stored in-flight message without a packet id", "key", m.ID)
+				continue
+			}
+			m.PacketID = id
+		}
+		kept = append(kept, m)
+	}
+	return kept, nil
+}
+
+// packetIDFromKey reads the packet id at the end of an in-flight record's
+// key ("IFM_<client id>:<packet id>").
+func packetIDFromKey(key string) (uint16, bool) {
+	i := strings.LastIndexByte(key, ':')
+	if i < 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(key[i+1:], 10, 16)
+	if err != nil || n == 0 {
+		return 0, false
+	}
+	return uint16(n), true
 }
 
 // aclHook authenticates clients and restricts what each may do.

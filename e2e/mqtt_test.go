@@ -1,0 +1,326 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+)
+
+// The MQTT tests run the gateway with its embedded broker (no external
+// server needed) and publish as a device account of that broker.
+const (
+	mqttDevice   = "pump-1"
+	mqttPassword = "pump-1-password"
+	mqttTopic    = "devices/" + mqttDevice + "/readings"
+)
+
+// freeAddr returns a loopback address nothing listens on; the gateway is
+// restarted on the same one, as devices would expect.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// startMQTTGateway runs ingest with the embedded broker on brokerAddr, one
+// device account, and MQTT readings filed under the test token's tenant;
+// it returns once the gateway's subscription is confirmed.
+func startMQTTGateway(t *testing.T, dataDir, brokerAddr string, env ...string) *gateway {
+	t.Helper()
+	cfg := fmt.Sprintf(`mqtt:
+  client_id: sluice-e2e
+  tenant: acme
+  embedded:
+    enabled: true
+    listen: %q
+    users:
+      - username: %s
+        password: %s
+        device_id: %s
+`, brokerAddr, mqttDevice, mqttPassword, mqttDevice)
+	file := filepath.Join(t.TempDir(), "ingest.yaml")
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, dataDir, append([]string{"SLUICE_CONFIG=" + file}, env...)...)
+	g.waitLog("mqtt subscribed")
+	return g
+}
+
+// waitLog waits until the gateway logged a line containing s.
+func (g *gateway) waitLog(s string) {
+	g.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(g.logs(), s) {
+		if time.Now().After(deadline) {
+			g.t.Fatalf("gateway did not log %q within 30s:\n%s", s, g.logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill stops the gateway with SIGKILL: no shutdown code runs.
+func (g *gateway) kill() {
+	g.t.Helper()
+	if err := g.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		g.t.Fatal(err)
+	}
+	<-g.exited
+}
+
+// metric returns the value of an unlabelled counter or gauge of /metrics.
+func (g *gateway) metric(name string) float64 {
+	g.t.Helper()
+	resp, err := http.Get(g.url + "/metrics")
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				g.t.Fatal(err)
+			}
+			return f
+		}
+	}
+	g.t.Fatalf("metric %s not exposed", name)
+	return 0
+}
+
+// device connects to the embedded broker as the device account.
+func device(t *testing.T, brokerAddr string) mqtt.Client {
+	t.Helper()
+	o := mqtt.NewClientOptions().AddBroker("tcp://" + brokerAddr).SetClientID("e2e-" + mqttDevice).
+		SetUsername(mqttDevice).SetPassword(mqttPassword).SetCleanSession(true).SetAutoReconnect(false).
+		SetConnectTimeout(5 * time.Second).SetWriteTimeout(5 * time.Second)
+	c := mqtt.NewClient(o)
+	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("device connect to %s: %v", brokerAddr, tok.Error())
+	}
+	t.Cleanup(func() { c.Disconnect(0) })
+	return c
+}
+
+// publishAcked publishes at QoS 1 and reports whether the broker
+// acknowledged the message.
+func publishAcked(c mqtt.Client, payload string) bool {
+	tok := c.Publish(mqttTopic, 1, false, payload)
+	return tok.WaitTimeout(10*time.Second) && tok.Error() == nil
+}
+
+// storedSeqs returns the seq column of every reading of the device, in
+// timestamp order, read through the query binary.
+func storedSeqs(g *gateway) []int {
+	g.t.Helper()
+	out, _ := g.query("readings", "--device", mqttDevice, "--from", day(1).Format(time.RFC3339),
+		"--to", day(-1).Format(time.RFC3339), "--all", "--format", "csv")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) == 0 || lines[0] != "ts,rpm,temp_c,seq" {
+		g.t.Fatalf("query readings: unexpected output:\n%s", head(out))
+	}
+	var seqs []int
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		n, err := strconv.Atoi(f[len(f)-1])
+		if err != nil {
+			g.t.Fatalf("query readings: bad line %q", l)
+		}
+		seqs = append(seqs, n)
+	}
+	return seqs
+}
+
+// waitStored polls the query binary until the device has at least n
+// readings, and returns them.
+func waitStored(g *gateway, n int) []int {
+	g.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		seqs := storedSeqs(g)
+		if len(seqs) >= n {
+			return seqs
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("%d readings stored after 60s, want %d\n%s", len(seqs), n, g.logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitContains polls the query binary until every seq of want is stored.
+func waitContains(g *gateway, want []int) {
+	g.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		seqs := storedSeqs(g)
+		var missing []int
+		for _, s := range want {
+			if _, ok := slices.BinarySearch(seqs, s); !ok {
+				missing = append(missing, s)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("acknowledged messages not stored after 60s: %v\n%s", missing, g.logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestMQTTEmbeddedReadingsAndDeadLetters(t *testing.T) {
+	addr := freeAddr(t)
+	g := startMQTTGateway(t, t.TempDir(), addr)
+	dev := device(t, addr)
+	base := day(1).Add(9 * time.Hour)
+	const n, poisonAt = 40, 17
+	const poison = `{"ts": not-json, "metrics": {` // malformed JSON
+	var idx []int
+	for i := range n {
+		if i == poisonAt {
+			if !publishAcked(dev, poison) {
+				t.Fatal("poison message not acknowledged by the broker")
+			}
+		}
+		// device_id is optional over MQTT: every other message leaves it out.
+		p := reading(mqttDevice, base.Add(time.Duration(i)*time.Second), i)
+		if i%2 == 1 {
+			p = strings.Replace(p, `"device_id":"`+mqttDevice+`",`, "", 1)
+		}
+		if !publishAcked(dev, p) {
+			t.Fatalf("message %d not acknowledged by the broker", i)
+		}
+		idx = append(idx, i)
+	}
+	waitStored(g, n)
+	from, to := day(1).Format(time.RFC3339), day(-1).Format(time.RFC3339)
+	out, _ := g.query("readings", "--device", mqttDevice, "--from", from, "--to", to, "--all", "--format", "csv")
+	if want := expectedCSV(base, idx); out != want {
+		t.Fatalf("query readings:\n%s\nwant:\n%s", head(out), head(want))
+	}
+
+	// The poison message is a dead letter, stored before the messages after
+	// it were acknowledged (they are acknowledged in order).
+	out, _ = g.query("deadletters", "--from", day(1).Format(time.RFC3339), "--all", "--format", "json")
+	var got struct {
+		DeadLetters []struct {
+			Source, Topic, Reason, Error, Payload string
+		} `json:"dead_letters"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("query deadletters --format json: %v\n%s", err, out)
+	}
+	if len(got.DeadLetters) != 1 {
+		t.Fatalf("want exactly 1 dead letter, got %d:\n%s", len(got.DeadLetters), out)
+	}
+	dl := got.DeadLetters[0]
+	if dl.Source != "mqtt" || dl.Topic != mqttTopic || dl.Reason != "invalid_json" || dl.Payload != poison || dl.Error == "" {
+		t.Fatalf("dead letter: %+v", dl)
+	}
+	table, _ := g.query("deadletters", "--from", day(1).Format(time.RFC3339))
+	if !strings.Contains(table, "invalid_json") || !strings.Contains(table, mqttTopic) {
+		t.Fatalf("query deadletters (table) does not show the dead letter:\n%s", table)
+	}
+	g.stop()
+}
+
+// TestMQTTEmbeddedKillRestart kills the gateway (and so its embedded
+// broker) with SIGKILL while a device publishes, restarts it on the same
+// data directory, and checks that every message the broker acknowledged to
+// the device is stored exactly once. A long sink linger keeps messages
+// between the broker's acknowledgement and the durable commit at the moment
+// of the kill, so that the broker's persisted session must deliver them
+// again after the restart.
+func TestMQTTEmbeddedKillRestart(t *testing.T) {
+	addr, data := freeAddr(t), t.TempDir()
+	env := []string{"SLUICE_SINK_LINGER=500ms"}
+	g := startMQTTGateway(t, data, addr, env...)
+	base := day(1).Add(11 * time.Hour)
+	const n, killAfter = 600, 250
+	payload := func(i int) string { return reading(mqttDevice, base.Add(time.Duration(i)*time.Second), i) }
+
+	var mu sync.Mutex
+	var acked []int
+	ackedCount := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked)
+	}
+	dev := device(t, addr)
+	published := make(chan int) // index of the first message not acknowledged
+	go func() {
+		i := 0
+		for ; i < n && publishAcked(dev, payload(i)); i++ {
+			mu.Lock()
+			acked = append(acked, i)
+			mu.Unlock()
+		}
+		published <- i
+	}()
+	for ackedCount() < killAfter {
+		time.Sleep(time.Millisecond)
+	}
+	storedBefore := len(storedSeqs(g))
+	g.kill() // the device is still publishing
+	next := <-published
+	ackedBeforeKill := ackedCount()
+	if next == n {
+		t.Fatalf("all %d messages were acknowledged before the kill took effect", n)
+	}
+	t.Logf("killed with %d messages acknowledged to the device, %d stored", ackedBeforeKill, storedBefore)
+
+	g = startMQTTGateway(t, data, addr, env...)
+	// Before the device publishes again, everything it had been
+	// acknowledged must arrive: stored before the kill, or redelivered
+	// from the broker's persisted session.
+	mu.Lock()
+	waitContains(g, acked)
+	mu.Unlock()
+	t.Logf("after the restart, before the device published again, %.0f messages came from the embedded broker's persisted session",
+		g.metric("sluice_mqtt_messages_stored_total"))
+
+	// The device reconnects and sends what was not acknowledged.
+	dev = device(t, addr)
+	for i := next; i < n; i++ {
+		if !publishAcked(dev, payload(i)) {
+			t.Fatalf("message %d not acknowledged after the restart", i)
+		}
+	}
+	seqs := waitStored(g, n)
+	// Exactly once by key: every message 0..n-1 once, and nothing else.
+	want := make([]int, n)
+	for i := range want {
+		want[i] = i
+	}
+	if !slices.Equal(seqs, want) {
+		t.Fatalf("stored %d readings, want 0..%d exactly once; got %v", len(seqs), n-1, seqs)
+	}
+	out, _ := g.query("readings", "--device", mqttDevice, "--from", day(1).Format(time.RFC3339),
+		"--to", day(-1).Format(time.RFC3339), "--all", "--format", "csv")
+	if wantCSV := expectedCSV(base, want); out != wantCSV {
+		t.Fatalf("query readings:\n%s\nwant:\n%s", head(out), head(wantCSV))
+	}
+	g.stop()
+}
