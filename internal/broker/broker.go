@@ -124,10 +124,6 @@ func Start(cfg Config, opts Options, logger *slog.Logger) (*Broker, error) {
 	}
 	caps := mqtt.NewDefaultServerCapabilities()
 	caps.MaximumClientWritesPending = 8192
-	// QoS 1 messages a session may hold (sent and not acknowledged, or
-	// queued): mochi drops new messages for a session beyond it, so keep it
-	// as high as the protocol's packet ids allow.
-	caps.MaximumInflight = 65535
 	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: logger, InlineClient: true}) // inline: the journal replays through it
 	acl := &aclHook{users: make(map[string]User, len(cfg.Users)), topics: make(map[string]string, len(cfg.Users)),
 		subPassword: opts.SubscriberPassword, anonymous: cfg.AllowAnonymous, anonTopic: opts.Anonymous, logger: logger}

@@ -43,6 +43,9 @@ func openJournal(path string) (*journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open broker journal %s: %w", path, err)
 	}
+	// Batch groups the writes of concurrent publishers; do not let a lone
+	// publisher wait the default 10 ms for company on every message.
+	db.MaxBatchDelay = 500 * time.Microsecond
 	j := &journal{db: db, pending: map[string]uint64{}}
 	err = db.Update(func(tx *bbolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(journalBucket)
