@@ -124,11 +124,7 @@ func Start(cfg Config, opts Options, logger *slog.Logger) (*Broker, error) {
 	}
 	caps := mqtt.NewDefaultServerCapabilities()
 	caps.MaximumClientWritesPending = 8192
-	// QoS 1 messages a session may hold (sent and not acknowledged, or
-	// queued): mochi drops new messages for a session beyond it, so keep it
-	// as high as the protocol's packet ids allow.
-	caps.MaximumInflight = 65535
-	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: logger, InlineClient: true}) // inline: the journal replays through it
+	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: logger, InlineClient: false})
 	acl := &aclHook{users: make(map[string]User, len(cfg.Users)), topics: make(map[string]string, len(cfg.Users)),
 		subPassword: opts.SubscriberPassword, anonymous: cfg.AllowAnonymous, anonTopic: opts.Anonymous, logger: logger}
 	for _, u := range cfg.Users {
@@ -144,16 +140,6 @@ func Start(cfg Config, opts Options, logger *slog.Logger) (*Broker, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open broker session store in %s: %w", opts.Dir, err)
-	}
-	jr, err := openJournal(filepath.Join(opts.Dir, "journal.bolt"))
-	if err != nil {
-		_ = srv.Close()
-		return nil, err
-	}
-	if err := srv.AddHook(jr, nil); err != nil {
-		_ = jr.Stop()
-		_ = srv.Close()
-		return nil, fmt.Errorf("add broker journal hook: %w", err)
 	}
 	// Bind first, so that a busy port is reported now and port 0 works.
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -171,12 +157,6 @@ func Start(cfg Config, opts Options, logger *slog.Logger) (*Broker, error) {
 	if err := srv.Serve(); err != nil {
 		_ = srv.Close()
 		return nil, fmt.Errorf("start embedded broker: %w", err)
-	}
-	if n, err := jr.replay(srv); err != nil {
-		_ = srv.Close()
-		return nil, fmt.Errorf("embedded broker: replay journal: %w", err)
-	} else if n > 0 {
-		logger.Info("embedded broker: published again the messages acknowledged to devices just before a crash", "messages", n)
 	}
 	return &Broker{srv: srv, addr: addr}, nil
 }
