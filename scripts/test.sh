@@ -16,6 +16,11 @@ step() { printf '\n==> %s\n' "$*"; }
 
 servers=${SLUICE_TEST_SERVERS-mosquitto clickhouse cassandra}
 if [ -n "$servers" ]; then
+	if [[ " $servers " == *" mosquitto "* ]] && [ -z "${SLUICE_KEEP_SERVERS:-}" ]; then
+		# Start from an empty broker: sessions and backlogs saved by earlier
+		# runs (benchmarks queue hundreds of MB) only slow its restarts.
+		bash scripts/servers.sh clean mosquitto
+	fi
 	step "starting test servers: $servers"
 	# shellcheck disable=SC2086
 	bash scripts/servers.sh up $servers
