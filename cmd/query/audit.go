@@ -40,16 +40,8 @@ func auditCommand() command {
 					return err
 				}
 				q := client.AuditQuery{Stream: *stream, Range: rng}
-				var es []model.AuditEvent
-				var next string
-				if rf.all {
-					rows := func(p client.AuditPage) ([]model.AuditEvent, string) { return p.Events, p.NextCursor }
-					es, next, err = fetchAll(e, c.AuditPages(ctx, q), q.Cursor, rows, rf.maxRows)
-				} else {
-					var page client.AuditPage
-					page, err = c.Audit(ctx, q)
-					es, next = page.Events, page.NextCursor
-				}
+				es, next, err := fetch(e, rf, q.Cursor, func() (client.AuditPage, error) { return c.Audit(ctx, q) }, c.AuditPages(ctx, q),
+					func(p client.AuditPage) ([]model.AuditEvent, string) { return p.Events, p.NextCursor })
 				if err != nil {
 					return err
 				}

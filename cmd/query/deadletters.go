@@ -42,16 +42,8 @@ tenant was not recognised are filed under mqtt.tenant.
 					return err
 				}
 				q := client.DeadLettersQuery{Range: rng}
-				var dls []model.DeadLetter
-				var next string
-				if rf.all {
-					rows := func(p client.DeadLettersPage) ([]model.DeadLetter, string) { return p.DeadLetters, p.NextCursor }
-					dls, next, err = fetchAll(e, c.DeadLetterPages(ctx, q), q.Cursor, rows, rf.maxRows)
-				} else {
-					var page client.DeadLettersPage
-					page, err = c.DeadLetters(ctx, q)
-					dls, next = page.DeadLetters, page.NextCursor
-				}
+				dls, next, err := fetch(e, rf, q.Cursor, func() (client.DeadLettersPage, error) { return c.DeadLetters(ctx, q) }, c.DeadLetterPages(ctx, q),
+					func(p client.DeadLettersPage) ([]model.DeadLetter, string) { return p.DeadLetters, p.NextCursor })
 				if err != nil {
 					return err
 				}

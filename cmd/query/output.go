@@ -76,3 +76,17 @@ func fetchAll[P, R any](e *env, seq iter.Seq2[P, error], start string, rows func
 	}
 	return out, next, err
 }
+
+// fetch returns the rows of one page (one) or, with --all, of every page
+// from q's cursor on (pages), with the cursor that continues after them.
+func fetch[P, R any](e *env, rf *rangeFlags, cursor string, one func() (P, error), pages iter.Seq2[P, error], rows func(P) ([]R, string)) ([]R, string, error) {
+	if rf.all {
+		return fetchAll(e, pages, cursor, rows, rf.maxRows)
+	}
+	page, err := one()
+	if err != nil {
+		return nil, "", err
+	}
+	rs, next := rows(page)
+	return rs, next, nil
+}

@@ -44,16 +44,8 @@ TS and SEQ; a reading without a metric leaves its cell empty.
 					return err
 				}
 				q := client.ReadingsQuery{Device: *device, Range: rng}
-				var rs []model.Reading
-				var next string
-				if rf.all {
-					rows := func(p client.ReadingsPage) ([]model.Reading, string) { return p.Readings, p.NextCursor }
-					rs, next, err = fetchAll(e, c.ReadingPages(ctx, q), q.Cursor, rows, rf.maxRows)
-				} else {
-					var page client.ReadingsPage
-					page, err = c.Readings(ctx, q)
-					rs, next = page.Readings, page.NextCursor
-				}
+				rs, next, err := fetch(e, rf, q.Cursor, func() (client.ReadingsPage, error) { return c.Readings(ctx, q) }, c.ReadingPages(ctx, q),
+					func(p client.ReadingsPage) ([]model.Reading, string) { return p.Readings, p.NextCursor })
 				if err != nil {
 					return err
 				}
