@@ -81,12 +81,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 		return
 	}
 	buf := h.bufs.Get().(*bytes.Buffer)
-	reuse := true
-	defer func() {
-		if reuse {
-			h.putBuf(buf)
-		}
-	}()
+	// The decoder copies everything it returns, so the buffer can go back
+	// to the pool even while the pipeline still holds the rows.
+	defer h.putBuf(buf)
 	if status, msg := h.readBody(w, r, buf); status != 0 {
 		h.reject(w, kl, "body", status, msg)
 		return
@@ -122,9 +119,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 		return
 	}
 	if err := h.w.Write(r.Context(), req); err != nil {
-		// The pipeline may still hold the rows (Write gave up waiting), so
-		// the buffer they were decoded from must not be reused.
-		reuse = false
 		var busy *sink.BusyError
 		switch {
 		case errors.As(err, &busy):
