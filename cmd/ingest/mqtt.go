@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -32,43 +30,18 @@ func mqttBuckets(cfg *config.Config, logger *slog.Logger) {
 	}
 }
 
-// startMQTT starts the embedded broker and the MQTT subscription when they
-// are configured. The returned stop function stops them, subscription
-// first; call it before the sink drains, since the subscription's last
-// writes go through the sink.
+// startMQTT starts the embedded broker, or the MQTT subscription, when
+// configured. The returned stop function stops it; call it before the sink
+// drains, since both write through the sink: the subscription's last writes,
+// and the broker's publish hook (which must not be left waiting on a closed
+// sink, and whose listener must be closed before the sink is).
 func startMQTT(cfg config.Config, sk *sink.Sink, logger *slog.Logger, reg prometheus.Registerer) (func(timeout time.Duration), error) {
 	mc := cfg.MQTT
 	if !mc.Active() {
 		return func(time.Duration) {}, nil
 	}
-	var b *broker.Broker
 	if mc.Embedded.Enabled {
-		tmpl, err := mqttingest.ParseTemplate(mc.TopicTemplate)
-		if err != nil {
-			return nil, fmt.Errorf("mqtt.topic_template: %w", err)
-		}
-		var pw [16]byte
-		_, _ = rand.Read(pw[:])
-		secret := hex.EncodeToString(pw[:])
-		b, err = broker.Start(mc.Embedded, broker.Options{
-			Dir:                filepath.Join(cfg.DataDir, "broker"),
-			SubscriberPassword: secret,
-			TopicOf:            func(u broker.User) string { return tmpl.Render(u.Tenant, u.DeviceID) },
-			Anonymous: func(topic string) bool {
-				_, _, err := tmpl.Match(topic)
-				return err == nil
-			},
-		}, logger.With("component", "mqtt-broker"))
-		if err != nil {
-			return nil, err
-		}
-		if mc.Embedded.AllowAnonymous {
-			logger.Warn("THE EMBEDDED MQTT BROKER ACCEPTS ANONYMOUS CLIENTS: anyone who reaches it can publish readings for any device; set mqtt.embedded.users and allow_anonymous: false before exposing it",
-				"listen", b.Addr())
-		}
-		logger.Info("embedded mqtt broker listening", "addr", b.Addr(), "accounts", len(mc.Embedded.Users))
-		mc.Brokers = []string{"tcp://" + b.Addr()}
-		mc.Username, mc.Password, mc.TLS = broker.SubscriberUsername, secret, mqttingest.TLS{}
+		return startEmbeddedBroker(cfg, sk, logger, reg)
 	}
 	in, err := mqttingest.New(mc, sk, cfg.Limits.Decode(), time.Now, logger.With("component", "mqtt"), reg)
 	if err == nil {
@@ -76,9 +49,6 @@ func startMQTT(cfg config.Config, sk *sink.Sink, logger *slog.Logger, reg promet
 		err = in.Start()
 	}
 	if err != nil {
-		if b != nil {
-			_ = b.Close()
-		}
 		return nil, err
 	}
 	return func(timeout time.Duration) {
@@ -89,12 +59,47 @@ func startMQTT(cfg config.Config, sk *sink.Sink, logger *slog.Logger, reg promet
 		} else {
 			logger.Info("mqtt subscription stopped")
 		}
-		if b != nil {
-			if err := b.Close(); err != nil {
-				logger.Error("close embedded mqtt broker", "err", err)
-			} else {
-				logger.Info("embedded mqtt broker stopped")
-			}
+	}, nil
+}
+
+// startEmbeddedBroker runs the embedded broker, which stores each message a
+// device publishes (through an mqttingest.Receiver and the sink) before it
+// acknowledges it. Its stop function closes the listener and every
+// connection; the messages being stored then are not acknowledged, and the
+// devices send them again.
+func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, logger *slog.Logger, reg prometheus.Registerer) (func(time.Duration), error) {
+	mc := cfg.MQTT
+	tmpl, err := mqttingest.ParseTemplate(mc.TopicTemplate)
+	if err != nil {
+		return nil, fmt.Errorf("mqtt.topic_template: %w", err)
+	}
+	rc, err := mqttingest.NewReceiver(mc, sk, cfg.Limits.Decode(), time.Now, logger.With("component", "mqtt"), reg)
+	if err != nil {
+		return nil, err
+	}
+	rc.SetHorizon(horizon(cfg.Retention))
+	b, err := broker.Start(mc.Embedded, broker.Options{
+		Dir:     filepath.Join(cfg.DataDir, "broker"),
+		TopicOf: func(u broker.User) string { return tmpl.Render(u.Tenant, u.DeviceID) },
+		Anonymous: func(topic string) bool {
+			_, _, err := tmpl.Match(topic)
+			return err == nil
+		},
+		Receive: rc.Receive,
+	}, logger.With("component", "mqtt-broker"))
+	if err != nil {
+		return nil, err
+	}
+	if mc.Embedded.AllowAnonymous {
+		logger.Warn("THE EMBEDDED MQTT BROKER ACCEPTS ANONYMOUS CLIENTS: anyone who reaches it can publish readings for any device; set mqtt.embedded.users and allow_anonymous: false before exposing it",
+			"listen", b.Addr())
+	}
+	logger.Info("embedded mqtt broker listening", "addr", b.Addr(), "accounts", len(mc.Embedded.Users))
+	return func(time.Duration) {
+		if err := b.Close(); err != nil {
+			logger.Error("close embedded mqtt broker", "err", err)
+		} else {
+			logger.Info("embedded mqtt broker stopped")
 		}
 	}, nil
 }

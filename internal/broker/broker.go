@@ -1,39 +1,50 @@
 // Package broker runs an MQTT broker inside the gateway (mochi-mqtt), so that
 // a single binary accepts MQTT without an external broker. It decides who
 // may connect and what each client may do: a device account may publish to
-// its own topic only and subscribe to nothing; the gateway's own subscriber
-// account may subscribe and never publish. Sessions and queued QoS 1
-// messages are kept in a bbolt file, so a restart of the gateway does not
-// lose what the broker already acknowledged to a device.
+// its own topic only and subscribe to nothing.
 //
-// It never reads message payloads: storing them is the job of mqttingest,
-// which subscribes to this broker like to any other.
+// # Acknowledgement
+//
+// The broker does not route messages: nobody subscribes to it. Each message
+// a device publishes is handed to Options.Receive on the device's connection
+// goroutine, before mochi writes the acknowledgement (PUBACK, or PUBREC at
+// QoS 2), and the acknowledgement is sent only if Receive returned nil, which
+// the caller promises to do only once the message is durable. When Receive
+// fails (store busy or failing, gateway shutting down) the message is
+// dropped without an acknowledgement and the device is disconnected (MQTT 5
+// clients first get a DISCONNECT saying "server busy" or "server shutting
+// down"): its client still holds the message and publishes it again after it
+// reconnects. So the broker keeps no message of its own and there is no
+// window in which a crash loses a message the device was told is stored.
+//
+// A device's messages are received one at a time: while one is being
+// stored the broker reads nothing more from that connection, which is the
+// push-back when the store is slow.
+//
+// It never parses payloads: that is the job of Options.Receive
+// (mqttingest.Receiver in the gateway).
 package broker
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/storage"
-	"github.com/mochi-mqtt/server/v2/hooks/storage/bolt"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"go.etcd.io/bbolt"
 )
 
 // Config is mqtt.embedded.* in the gateway configuration.
 type Config struct {
-	// Enabled starts the embedded broker; the gateway then subscribes to it
-	// instead of mqtt.brokers.
+	// Enabled starts the embedded broker; the gateway then stores what
+	// devices publish to it instead of subscribing to mqtt.brokers.
 	Enabled bool `mapstructure:"enabled"`
 	// Listen is the TCP address devices connect to.
 	Listen string `mapstructure:"listen"`
@@ -61,9 +72,6 @@ func DefaultConfig() Config {
 	return Config{Listen: "127.0.0.1:1883", Users: []User{}}
 }
 
-// SubscriberUsername is the account the gateway's own subscriber uses.
-const SubscriberUsername = "sluice-gateway"
-
 // Validate reports every bad setting.
 func (c Config) Validate() error {
 	if !c.Enabled {
@@ -78,8 +86,6 @@ func (c Config) Validate() error {
 		switch {
 		case u.Username == "":
 			errs = append(errs, fmt.Errorf("mqtt.embedded.users[%d].username: must not be empty", i))
-		case u.Username == SubscriberUsername:
-			errs = append(errs, fmt.Errorf("mqtt.embedded.users[%d].username: %q is reserved for the gateway", i, u.Username))
 		case seen[u.Username]:
 			errs = append(errs, fmt.Errorf("mqtt.embedded.users[%d].username: %q is listed twice", i, u.Username))
 		}
@@ -97,138 +103,178 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// ReceiveFunc stores one published message. It must return nil only once
+// the message is durable (or durably set aside, as a dead letter), and
+// return early with an error when ctx ends.
+type ReceiveFunc func(ctx context.Context, topic string, payload []byte) error
+
 // Options are what the gateway derives for the broker from the rest of its
 // configuration.
 type Options struct {
-	// Dir holds the broker's session store (created if missing).
+	// Dir is the broker's directory (created if missing). Gateways before
+	// the publish hook kept sessions there; Start drains what they left.
 	Dir string
-	// SubscriberPassword is the password of SubscriberUsername.
-	SubscriberPassword string
 	// TopicOf returns the one topic a user may publish to.
 	TopicOf func(User) string
 	// Anonymous reports whether an anonymous client may publish to topic
 	// (used only with AllowAnonymous).
 	Anonymous func(topic string) bool
+	// Receive stores each message before the device is acknowledged.
+	Receive ReceiveFunc
 }
 
 // Broker is a running embedded broker.
 type Broker struct {
-	srv  *mqtt.Server
-	addr net.Addr
+	srv    *mqtt.Server
+	addr   net.Addr
+	cancel context.CancelFunc
+	once   sync.Once
 }
 
 // Start starts the broker and returns once it accepts connections.
 func Start(cfg Config, opts Options, logger *slog.Logger) (*Broker, error) {
+	if opts.Receive == nil {
+		return nil, errors.New("start embedded broker: no Receive function")
+	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create broker directory: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := drainLegacySessions(ctx, opts.Dir, opts.Receive, logger); err != nil {
+		cancel()
+		return nil, err
 	}
 	caps := mqtt.NewDefaultServerCapabilities()
 	caps.MaximumClientWritesPending = 8192
 	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: logger, InlineClient: false})
 	acl := &aclHook{users: make(map[string]User, len(cfg.Users)), topics: make(map[string]string, len(cfg.Users)),
-		subPassword: opts.SubscriberPassword, anonymous: cfg.AllowAnonymous, anonTopic: opts.Anonymous, logger: logger}
+		anonymous: cfg.AllowAnonymous, anonTopic: opts.Anonymous, logger: logger}
 	for _, u := range cfg.Users {
 		acl.users[u.Username] = u
 		acl.topics[u.Username] = opts.TopicOf(u)
 	}
-	if err := srv.AddHook(acl, nil); err != nil {
-		return nil, fmt.Errorf("add broker auth hook: %w", err)
+	fail := func(err error) (*Broker, error) {
+		cancel()
+		_ = srv.Close()
+		return nil, err
 	}
-	err := srv.AddHook(new(boltStore), &bolt.Options{
-		Path: filepath.Join(opts.Dir, "sessions.bolt"), Bucket: "sluice",
-		Options: &bbolt.Options{Timeout: 2 * time.Second},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open broker session store in %s: %w", opts.Dir, err)
+	if err := srv.AddHook(acl, nil); err != nil {
+		return fail(fmt.Errorf("add broker auth hook: %w", err))
+	}
+	st := &storeHook{ctx: ctx, receive: opts.Receive, srv: srv, logger: logger, errLog: rateLimit{every: time.Second}}
+	if err := srv.AddHook(st, nil); err != nil {
+		return fail(fmt.Errorf("add broker publish hook: %w", err))
 	}
 	// Bind first, so that a busy port is reported now and port 0 works.
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		_ = srv.Close()
-		return nil, fmt.Errorf("listen on %s (mqtt.embedded.listen): %w", cfg.Listen, err)
+		return fail(fmt.Errorf("listen on %s (mqtt.embedded.listen): %w", cfg.Listen, err))
 	}
 	addr := ln.Addr()
 	_ = ln.Close()
 	tcp := listeners.NewTCP(listeners.Config{Type: "tcp", ID: "sluice-tcp", Address: addr.String()})
 	if err := srv.AddListener(tcp); err != nil {
-		_ = srv.Close()
-		return nil, fmt.Errorf("listen on %s (mqtt.embedded.listen): %w", addr, err)
+		return fail(fmt.Errorf("listen on %s (mqtt.embedded.listen): %w", addr, err))
 	}
 	if err := srv.Serve(); err != nil {
-		_ = srv.Close()
-		return nil, fmt.Errorf("start embedded broker: %w", err)
+		return fail(fmt.Errorf("start embedded broker: %w", err))
 	}
-	return &Broker{srv: srv, addr: addr}, nil
+	return &Broker{srv: srv, addr: addr, cancel: cancel}, nil
 }
 
 // Addr returns the address the broker listens on.
 func (b *Broker) Addr() string { return b.addr.String() }
 
-// Close disconnects every client and closes the session store.
+// Close stops the listener and disconnects every client. The messages being
+// stored at that moment are not acknowledged: their Receive context is
+// cancelled first, so Close does not wait for the store, and the devices
+// send them again to the next broker. Call it before the store behind
+// Receive closes.
 func (b *Broker) Close() error {
-	if err := b.srv.Close(); err != nil {
-		return fmt.Errorf("close embedded broker: %w", err)
-	}
-	return nil
-}
-
-// boltStore is mochi's bbolt storage hook with one repair. mochi v2.7.9's
-// bolt hook stores a QoS 1 message in flight to a client without its packet
-// id (the id is only part of the record's key), so after a restart every
-// reloaded message has packet id 0: the broker then fails to resend it
-// ("missing packet id"), drops the subscriber's connection, and does so again
-// on every reconnection, so the messages it acknowledged to devices before
-// the restart would never be delivered. StoredInflightMessages restores the
-// id from the key.
-type boltStore struct {
-	bolt.Hook
-}
-
-// StoredInflightMessages returns the messages in flight kept in the store,
-// with their packet ids.
-func (h *boltStore) StoredInflightMessages() ([]storage.Message, error) {
-	msgs, err := h.Hook.StoredInflightMessages()
-	if err != nil {
-		return nil, err
-	}
-	kept := msgs[:0]
-	for _, m := range msgs {
-		if m.PacketID == 0 {
-			id, ok := packetIDFromKey(m.ID)
-			if !ok {
-				h.Log.Warn("embedded broker: dropping a stored in-flight message without a packet id", "key", m.ID)
-				continue
-			}
-			m.PacketID = id
+	var err error
+	b.once.Do(func() {
+		b.cancel()
+		if cerr := b.srv.Close(); cerr != nil {
+			err = fmt.Errorf("close embedded broker: %w", cerr)
 		}
-		kept = append(kept, m)
-	}
-	return kept, nil
+	})
+	return err
 }
 
-// packetIDFromKey reads the packet id at the end of an in-flight record's
-// key ("IFM_<client id>:<packet id>").
-func packetIDFromKey(key string) (uint16, bool) {
-	i := strings.LastIndexByte(key, ':')
-	if i < 0 {
-		return 0, false
+// storeHook hands every publish to Receive before mochi acknowledges it.
+// mochi calls OnPublish on the publisher's read goroutine, after the ACL
+// check and before it writes the PUBACK (or PUBREC); returning
+// packets.ErrRejectPacket makes it drop the message without any answer.
+type storeHook struct {
+	mqtt.HookBase
+	ctx     context.Context // cancelled by Close
+	receive ReceiveFunc
+	srv     *mqtt.Server
+	logger  *slog.Logger
+	errLog  rateLimit
+}
+
+func (h *storeHook) ID() string { return "sluice-store" }
+
+func (h *storeHook) Provides(b byte) bool { return b == mqtt.OnPublish }
+
+func (h *storeHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	err := h.receive(h.ctx, pk.TopicName, pk.Payload)
+	if err == nil {
+		// Stored: let mochi acknowledge, and neither route nor retain it
+		// (nobody may subscribe; a retained copy would only take memory).
+		pk.Ignore = true
+		return pk, nil
 	}
-	n, err := strconv.ParseUint(key[i+1:], 10, 16)
-	if err != nil || n == 0 {
-		return 0, false
+	code := packets.ErrServerBusy
+	if h.ctx.Err() != nil {
+		code = packets.ErrServerShuttingDown
 	}
-	return uint16(n), true
+	if ok, dropped := h.errLog.allow(time.Now()); ok {
+		h.logger.Warn("embedded broker: message not stored, so not acknowledged; disconnecting the client so that it sends it again",
+			"client_id", cl.ID, "topic", pk.TopicName, "qos", pk.FixedHeader.Qos, "err", err, "similar_messages_not_logged", dropped)
+	}
+	if pk.FixedHeader.Qos > 0 {
+		// The client keeps the message until it is acknowledged, and
+		// sends it again on its next connection. MQTT 3.1.1 has no way to
+		// refuse one publish: closing the connection is the answer.
+		if cl.Properties.ProtocolVersion == 5 {
+			_ = h.srv.DisconnectClient(cl, code)
+		} else {
+			cl.Stop(code)
+		}
+	}
+	return pk, packets.ErrRejectPacket
+}
+
+// rateLimit lets one log line through per interval and counts the rest.
+type rateLimit struct {
+	mu      sync.Mutex
+	every   time.Duration
+	last    time.Time
+	dropped int
+}
+
+func (l *rateLimit) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+		l.dropped++
+		return false, 0
+	}
+	n := l.dropped
+	l.last, l.dropped = now, 0
+	return true, n
 }
 
 // aclHook authenticates clients and restricts what each may do.
 type aclHook struct {
 	mqtt.HookBase
-	users       map[string]User
-	topics      map[string]string // username -> the topic it may publish to
-	subPassword string
-	anonymous   bool
-	anonTopic   func(string) bool
-	logger      *slog.Logger
+	users     map[string]User
+	topics    map[string]string // username -> the topic it may publish to
+	anonymous bool
+	anonTopic func(string) bool
+	logger    *slog.Logger
 }
 
 func (h *aclHook) ID() string { return "sluice-acl" }
@@ -240,10 +286,7 @@ func (h *aclHook) Provides(b byte) bool {
 func (h *aclHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 	name := string(pk.Connect.Username)
 	pass := pk.Connect.Password
-	switch {
-	case name == SubscriberUsername:
-		return subtle.ConstantTimeCompare(pass, []byte(h.subPassword)) == 1
-	case name == "":
+	if name == "" {
 		if !h.anonymous {
 			h.logger.Warn("refused anonymous MQTT client", "client_id", cl.ID, "remote", cl.Net.Remote)
 		}
@@ -257,14 +300,16 @@ func (h *aclHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool
 	return true
 }
 
+// OnACLCheck allows writes only: a device account to its own topic, an
+// anonymous client (when allowed) to a topic of the template.
 func (h *aclHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	if !write {
+		return false
+	}
 	name := string(cl.Properties.Username)
-	switch {
-	case name == SubscriberUsername:
-		return !write
-	case name == "":
-		return write && h.anonymous && h.anonTopic != nil && h.anonTopic(topic)
+	if name == "" {
+		return h.anonymous && h.anonTopic != nil && h.anonTopic(topic)
 	}
 	t, ok := h.topics[name]
-	return ok && write && topic == t
+	return ok && topic == t
 }

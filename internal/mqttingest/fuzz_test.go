@@ -39,20 +39,6 @@ func FuzzTopicTemplate(f *testing.F) {
 	})
 }
 
-// fakeMessage is an MQTT message held in memory, for the decoding path.
-type fakeMessage struct {
-	topic   string
-	payload []byte
-}
-
-func (m fakeMessage) Duplicate() bool   { return false }
-func (m fakeMessage) Qos() byte         { return 1 }
-func (m fakeMessage) Retained() bool    { return false }
-func (m fakeMessage) Topic() string     { return m.topic }
-func (m fakeMessage) MessageID() uint16 { return 1 }
-func (m fakeMessage) Payload() []byte   { return m.payload }
-func (m fakeMessage) Ack()              {}
-
 // FuzzPayload runs a topic and payload through the message decoding path:
 // never a panic; the outcome is either readings of a valid tenant for the
 // device of the topic, or a dead letter that keeps at most the configured
@@ -68,14 +54,13 @@ func FuzzPayload(f *testing.F) {
 	cfg.Tenants = []string{"acme", "globex"}
 	cfg.MaxPayloadBytes = 4096
 	cfg.DeadLetterPayloadBytes = 64
-	in, err := New(cfg, nil, decode.DefaultLimits(), time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	p, err := newParser(cfg, decode.DefaultLimits(), slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(nil, false))
 	if err != nil {
 		f.Fatal(err)
 	}
 	now := time.Unix(1_800_000_000, 0)
 	f.Fuzz(func(t *testing.T, topic string, payload []byte) {
-		it := &item{msg: fakeMessage{topic: topic, payload: payload}, recv: now, done: make(chan struct{})}
-		tenant, rs, dl := in.decode(it, now)
+		tenant, rs, dl := p.decode(topic, payload, now, now)
 		if dl != nil {
 			if rs != nil {
 				t.Fatal("both readings and a dead letter")
@@ -88,7 +73,7 @@ func FuzzPayload(f *testing.F) {
 		if tenant != "acme" && tenant != "globex" {
 			t.Fatalf("readings accepted for tenant %q, not in the allow-list", tenant)
 		}
-		_, device, err := in.tmpl.Match(topic)
+		_, device, err := p.tmpl.Match(topic)
 		if err != nil {
 			t.Fatalf("readings accepted from topic %q that does not match: %v", topic, err)
 		}

@@ -176,6 +176,23 @@ func publisher(t testing.TB, broker, id, user, pass string) mqtt.Client {
 	return c
 }
 
+// persistentPublisher is a QoS 1 client that keeps its session: after a
+// lost connection it reconnects and sends again every message not yet
+// acknowledged, as a device that must not lose readings does.
+func persistentPublisher(t testing.TB, broker, id string) mqtt.Client {
+	t.Helper()
+	o := mqtt.NewClientOptions().AddBroker("tcp://" + broker).SetClientID(id).
+		SetCleanSession(false).SetAutoReconnect(true).SetMaxReconnectInterval(500 * time.Millisecond).
+		SetConnectRetry(true).SetConnectRetryInterval(200 * time.Millisecond)
+	c := mqtt.NewClient(o)
+	tok := c.Connect()
+	if !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect publisher: %v", tok.Error())
+	}
+	t.Cleanup(func() { c.Disconnect(100) })
+	return c
+}
+
 func publish(t testing.TB, c mqtt.Client, topic string, payloads ...string) {
 	t.Helper()
 	toks := make([]mqtt.Token, 0, len(payloads))

@@ -3,14 +3,12 @@ package mqttingest
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluicehq/sluice/internal/broker"
 	"github.com/sluicehq/sluice/internal/buckets"
-	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/model"
 )
 
@@ -18,43 +16,36 @@ import (
 // naming the horizon; one inside it is stored.
 func TestRetentionHorizon(t *testing.T) {
 	prefix := "sluicetest/" + uniq(t)
-	b := startEmbedded(t, prefix, broker.Config{Enabled: true, Listen: "127.0.0.1:0", AllowAnonymous: true})
-	cfg := testConfig(b.Addr(), prefix)
-	cfg.Username, cfg.Password = broker.SubscriberUsername, embeddedGatewayPassword
 	stk := newStack(t, buckets.DefaultConfig())
-	in, err := New(cfg, stk.sk, decode.DefaultLimits(), time.Now, testLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, rc := startEmbedded(t, prefix, testConfig("", prefix), broker.Config{Enabled: true, Listen: "127.0.0.1:0", AllowAnonymous: true}, stk.sk)
+	var mu sync.Mutex
 	var asked []string
-	in.SetHorizon(func(k model.Kind, tenant string, now time.Time) time.Time {
+	rc.SetHorizon(func(k model.Kind, tenant string, now time.Time) time.Time {
+		mu.Lock()
 		asked = append(asked, k.String()+"/"+tenant)
+		mu.Unlock()
 		return now.Add(-7 * 24 * time.Hour)
 	})
-	if err := in.Start(); err != nil {
-		t.Fatal(err)
-	}
-	g := &gateway{in: in}
-	select {
-	case <-in.Subscribed():
-	case <-time.After(30 * time.Second):
-		t.Fatal("gateway did not subscribe within 30s")
-	}
 	pub := publisher(t, b.Addr(), prefix+"-pub", "", "")
 	fresh, old := time.Now().Add(-time.Hour).UnixMilli(), time.Now().Add(-8*24*time.Hour).UnixMilli()
 	publish(t, pub, prefix+"/dev-old/readings", fmt.Sprintf(`{"ts":%d,"metrics":{"v":1}}`, old))
 	publish(t, pub, prefix+"/dev-new/readings", fmt.Sprintf(`{"ts":%d,"metrics":{"v":2}}`, fresh))
-	eventually(t, time.Minute, "fresh reading and dead letter stored", func() bool {
-		return len(readAll(t, stk.st, "acme", []string{"dev-new"}, fresh, fresh+1)) == 1 && len(deadLetters(t, stk.st, "acme")) == 1
-	})
-	g.stop(t)
-	dl := deadLetters(t, stk.st, "acme")[0]
-	if dl.Reason != "invalid_field" || !strings.Contains(dl.Error, "older than the retention horizon") {
-		t.Errorf("dead letter %q: %q, want invalid_field naming the retention horizon", dl.Reason, dl.Error)
+	// Acknowledged means durable: no waiting.
+	if got := len(readAll(t, stk.st, "acme", []string{"dev-new"}, fresh, fresh+1)); got != 1 {
+		t.Fatalf("%d fresh readings stored once acknowledged, want 1", got)
+	}
+	dls := deadLetters(t, stk.st, "acme")
+	if len(dls) != 1 {
+		t.Fatalf("%d dead letters stored once acknowledged, want 1", len(dls))
+	}
+	if dls[0].Reason != "invalid_field" || !strings.Contains(dls[0].Error, "older than the retention horizon") {
+		t.Errorf("dead letter %q: %q, want invalid_field naming the retention horizon", dls[0].Reason, dls[0].Error)
 	}
 	if len(readAll(t, stk.st, "acme", []string{"dev-old"}, old, old+1)) != 0 {
 		t.Error("the reading older than the horizon was stored")
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if len(asked) == 0 || asked[0] != "readings/acme" {
 		t.Errorf("horizon asked for %v, want readings/acme", asked)
 	}

@@ -35,14 +35,11 @@ package mqttingest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,17 +68,13 @@ const (
 // Ingester is one MQTT subscription feeding the sink. Create it with New,
 // start it with Start, stop it with Stop.
 type Ingester struct {
-	cfg     Config
-	tmpl    *Template
-	tenants map[string]bool
-	w       Writer
-	now     func() time.Time
-	lim     decode.Limits
-	horizon func(model.Kind, string, time.Time) time.Time // nil: no retention horizon
-	logger  *slog.Logger
-	m       *metrics
-	dlLog   logLimiter
-	errLog  logLimiter
+	cfg    Config
+	p      *parser
+	w      Writer
+	now    func() time.Time
+	logger *slog.Logger
+	m      *metrics
+	errLog logLimiter
 
 	client   mqtt.Client
 	inflight chan *item    // receive order, at most MaxInflight
@@ -99,8 +92,6 @@ type Ingester struct {
 
 	subscribed     chan struct{} // closed after the first subscription succeeded
 	subscribedOnce sync.Once
-	idPrefix       string
-	seq            atomic.Uint64
 	killed         atomic.Bool
 
 	// openConn, when set (tests), dials the broker.
@@ -123,30 +114,23 @@ func (it *item) finish(ok bool) {
 // retention horizon) dead letters with reason invalid_field: stored, they
 // would be dropped at once. Call it before Start.
 func (in *Ingester) SetHorizon(h func(kind model.Kind, tenant string, now time.Time) time.Time) {
-	in.horizon = h
+	in.p.horizon = h
 }
 
 // New returns an ingester; cfg must be valid. now is the clock for receive
 // times and the future-timestamp limit.
 func New(cfg Config, w Writer, lim decode.Limits, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer) (*Ingester, error) {
-	tmpl, err := ParseTemplate(cfg.TopicTemplate)
+	m := newMetrics(reg, true)
+	p, err := newParser(cfg, lim, logger, m)
 	if err != nil {
-		return nil, fmt.Errorf("mqtt.topic_template: %w", err)
+		return nil, err
 	}
-	var rb [6]byte
-	_, _ = rand.Read(rb[:])
 	in := &Ingester{
-		cfg: cfg, tmpl: tmpl, w: w, now: now, lim: lim, logger: logger, m: newMetrics(reg),
-		dlLog: logLimiter{every: time.Second}, errLog: logLimiter{every: time.Second},
+		cfg: cfg, p: p, w: w, now: now, logger: logger, m: m,
+		errLog:   logLimiter{every: time.Second},
 		inflight: make(chan *item, cfg.MaxInflight), work: make(chan *item, cfg.MaxInflight+1),
 		slots: make(chan struct{}, maxWrites), stop: make(chan struct{}), procDone: make(chan struct{}),
-		ackDone: make(chan struct{}), subscribed: make(chan struct{}), idPrefix: hex.EncodeToString(rb[:]),
-	}
-	if len(cfg.Tenants) > 0 {
-		in.tenants = make(map[string]bool, len(cfg.Tenants))
-		for _, t := range cfg.Tenants {
-			in.tenants[t] = true
-		}
+		ackDone: make(chan struct{}), subscribed: make(chan struct{}),
 	}
 	in.ctx, in.cancel = context.WithCancel(context.Background())
 	return in, nil
@@ -368,14 +352,13 @@ func (in *Ingester) prepare(batch []*item) []*sink.Request {
 		return r
 	}
 	for _, it := range batch {
-		tenant, rs, dl := in.decode(it, now)
+		tenant, rs, dl := in.p.decode(it.msg.Topic(), it.msg.Payload(), it.recv, now)
 		r := get(tenant)
 		if dl != nil {
 			r.DeadLetters = append(r.DeadLetters, *dl)
 			continue
 		}
 		r.Readings = append(r.Readings, rs...)
-		in.m.readings.Add(float64(len(rs)))
 	}
 	return reqs
 }
@@ -468,90 +451,4 @@ func (in *Ingester) kill(conn net.Conn) {
 	in.client.Disconnect(0)
 	in.cancel()
 	_ = in.Stop(context.Background())
-}
-
-// deadLetterReason names why a payload could not be decoded.
-func deadLetterReason(err error, payload []byte) string {
-	var fe *decode.FieldError
-	var tm *decode.TooManyRowsError
-	switch {
-	case errors.As(err, &tm):
-		return "too_many_rows"
-	case errors.As(err, &fe):
-		switch {
-		case strings.HasPrefix(fe.Reason, "malformed JSON"):
-			return "invalid_json"
-		case fe.Field == "device_id" && strings.Contains(fe.Reason, "from the topic"):
-			if strings.Contains(fe.Reason, "does not match") {
-				return "device_mismatch"
-			}
-			return "bad_topic"
-		}
-		return "invalid_field"
-	}
-	return "invalid_payload"
-}
-
-// decode turns one message into readings of a tenant, or a dead letter.
-func (in *Ingester) decode(it *item, now time.Time) (string, []model.Reading, *model.DeadLetter) {
-	topic, payload := it.msg.Topic(), it.msg.Payload()
-	if len(payload) > in.cfg.MaxPayloadBytes {
-		return in.cfg.Tenant, nil, in.deadLetter(it, in.cfg.Tenant, "too_large",
-			fmt.Errorf("payload of %d bytes is over mqtt.max_payload_bytes (%d)", len(payload), in.cfg.MaxPayloadBytes))
-	}
-	tenant, device, err := in.tmpl.Match(topic)
-	if err != nil {
-		return in.cfg.Tenant, nil, in.deadLetter(it, in.cfg.Tenant, "bad_topic", err)
-	}
-	if !in.tmpl.HasTenant() {
-		tenant = in.cfg.Tenant
-	} else if !validTenant(tenant) || (in.tenants != nil && !in.tenants[tenant]) {
-		return in.cfg.Tenant, nil, in.deadLetter(it, in.cfg.Tenant, "unknown_tenant",
-			fmt.Errorf("topic %q: tenant %q is not allowed (mqtt.tenants, or 1-64 characters of A-Z a-z 0-9 _ . : -)", topic, tenant))
-	}
-	lim := in.lim
-	if in.horizon != nil {
-		lim.Oldest = in.horizon(model.KindReadings, tenant, now)
-	}
-	rs, err := decode.Readings(payload, decode.FormatJSON, now, lim, decode.Options{Device: device})
-	if err != nil {
-		return tenant, nil, in.deadLetter(it, tenant, deadLetterReason(err, payload), err)
-	}
-	return tenant, rs, nil
-}
-
-func (in *Ingester) deadLetter(it *item, tenant, reason string, err error) *model.DeadLetter {
-	payload := it.msg.Payload()
-	keep := min(len(payload), in.cfg.DeadLetterPayloadBytes)
-	dl := &model.DeadLetter{
-		Tenant: tenant, TS: it.recv.UnixMilli(), ID: fmt.Sprintf("%s-%d", in.idPrefix, in.seq.Add(1)),
-		Source: "mqtt", Topic: it.msg.Topic(), Reason: reason, Error: err.Error(),
-		Payload: append([]byte(nil), payload[:keep]...), Truncated: keep < len(payload),
-	}
-	in.m.deadLetters.WithLabelValues(reason).Inc()
-	if ok, dropped := in.dlLog.allow(it.recv); ok {
-		in.logger.Warn("mqtt message kept as a dead letter", "tenant", tenant, "topic", dl.Topic, "reason", reason, "err", err,
-			"similar_messages_not_logged", dropped)
-	}
-	return dl
-}
-
-// logLimiter lets one log line through per interval and counts the rest.
-type logLimiter struct {
-	mu      sync.Mutex
-	every   time.Duration
-	last    time.Time
-	dropped int
-}
-
-func (l *logLimiter) allow(now time.Time) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.Sub(l.last) < l.every {
-		l.dropped++
-		return false, 0
-	}
-	n := l.dropped
-	l.last, l.dropped = now, 0
-	return true, n
 }

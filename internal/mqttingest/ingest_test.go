@@ -2,6 +2,7 @@ package mqttingest
 
 import (
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -10,54 +11,130 @@ import (
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/broker"
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/decode"
 )
 
-// brokerUnderTest is where a test publishes and subscribes.
-type brokerUnderTest struct {
-	addr string
-	// gwUser, gwPass: the gateway's credentials.
-	gwUser, gwPass string
+// path is one way from a device to the store, as a delivery test sees it.
+type path struct {
+	addr string // where devices publish
+	// ackAfterStore: the device is acknowledged only once the gateway
+	// stored the message (the embedded broker), not by the broker at once.
+	ackAfterStore bool
+	// start starts the gateway's side, writing through w.
+	start func(t *testing.T, w Writer) gatewaySide
+	// publisher connects a device. It keeps a session (clean session off)
+	// when messages it was not acknowledged must be sent again after the
+	// gateway's side restarts.
+	publisher func(t *testing.T, id string) mqtt.Client
 }
 
-const embeddedGatewayPassword = "gateway-secret"
+// gatewaySide is the running gateway's side of a path.
+type gatewaySide interface {
+	// kill stops it as a crash would: nothing more is acknowledged.
+	kill()
+	stop(t testing.TB)
+}
 
-// brokers returns the brokers every delivery test runs against: the real
-// Mosquitto of scripts/servers.sh, and an embedded broker.
-func brokers(t *testing.T) map[string]func(t *testing.T, prefix string) brokerUnderTest {
-	return map[string]func(t *testing.T, prefix string) brokerUnderTest{
-		"mosquitto": func(t *testing.T, _ string) brokerUnderTest {
+// paths returns the ways every delivery test runs: the subscriber on the
+// real Mosquitto of scripts/servers.sh, and the embedded broker whose
+// publish hook stores each message before acknowledging it.
+//
+// cfg is the gateway's configuration (testConfig and the test's changes);
+// the path sets its brokers.
+func paths() map[string]func(t *testing.T, prefix string, cfg Config) path {
+	return map[string]func(t *testing.T, prefix string, cfg Config) path{
+		"mosquitto": func(t *testing.T, _ string, cfg Config) path {
 			requireServer(t, mosquittoAddr, "mosquitto")
-			return brokerUnderTest{addr: mosquittoAddr}
+			cfg.Brokers = []string{"tcp://" + mosquittoAddr}
+			started := false
+			return path{
+				addr: mosquittoAddr,
+				// The first gateway must have subscribed before anything is
+				// published; one that resumes the session may see its
+				// SUBACK only after the backlog, so it is not waited for.
+				start: func(t *testing.T, w Writer) gatewaySide {
+					first := !started
+					started = true
+					return startGatewayWait(t, cfg, w, first)
+				},
+				publisher: func(t *testing.T, id string) mqtt.Client {
+					return publisher(t, mosquittoAddr, id, "", "")
+				},
+			}
 		},
-		"embedded": func(t *testing.T, prefix string) brokerUnderTest {
-			b := startEmbedded(t, prefix, broker.Config{Enabled: true, Listen: "127.0.0.1:0", AllowAnonymous: true})
-			return brokerUnderTest{addr: b.Addr(), gwUser: broker.SubscriberUsername, gwPass: embeddedGatewayPassword}
+		"embedded": func(t *testing.T, prefix string, cfg Config) path {
+			addr := freeAddr(t)
+			return path{
+				addr: addr, ackAfterStore: true,
+				start: func(t *testing.T, w Writer) gatewaySide {
+					b, _ := startEmbedded(t, prefix, cfg, broker.Config{Enabled: true, Listen: addr, AllowAnonymous: true}, w)
+					return embeddedSide{b}
+				},
+				publisher: func(t *testing.T, id string) mqtt.Client {
+					return persistentPublisher(t, addr, id)
+				},
+			}
 		},
 	}
 }
 
-func startEmbedded(t *testing.T, prefix string, cfg broker.Config) *broker.Broker {
+// embeddedSide is an embedded broker storing through a Receiver.
+type embeddedSide struct{ b *broker.Broker }
+
+// kill closes the broker: the message being stored is not acknowledged and
+// the devices are disconnected, as they would be by a crash. (What a crash
+// leaves on disk is tested with the real binary in e2e.)
+func (e embeddedSide) kill() { _ = e.b.Close() }
+
+func (e embeddedSide) stop(t testing.TB) {
+	if err := e.b.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
+// freeAddr returns a loopback address nothing listens on, so that a broker
+// can be started again where devices expect it.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// startEmbedded runs an embedded broker on bcfg.Listen whose publish hook
+// stores through a Receiver of cfg writing to w.
+func startEmbedded(t *testing.T, prefix string, cfg Config, bcfg broker.Config, w Writer) (*broker.Broker, *Receiver) {
 	t.Helper()
 	tmpl, err := ParseTemplate(prefix + "/{device_id}/readings")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.Start(cfg, broker.Options{
-		Dir: t.TempDir(), SubscriberPassword: embeddedGatewayPassword,
+	rc, err := NewReceiver(cfg, w, decode.DefaultLimits(), time.Now, testLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.Start(bcfg, broker.Options{
+		Dir:     t.TempDir(),
 		TopicOf: func(u broker.User) string { return tmpl.Render(u.Tenant, u.DeviceID) },
 		Anonymous: func(topic string) bool {
 			_, _, err := tmpl.Match(topic)
 			return err == nil
 		},
+		Receive: rc.Receive,
 	}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	return b
+	return b, rc
 }
 
 // stream is a set of messages and the rows they must produce.
@@ -98,15 +175,34 @@ func makeStream(prefix string, first, n int, base int64) stream {
 
 func (s stream) publish(t *testing.T, c mqtt.Client) {
 	t.Helper()
+	if err := <-s.publishAsync(c, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// publishAsync sends every message at once and reports, when all are
+// acknowledged, nil, or the first error; wait bounds the wait for each
+// acknowledgement.
+func (s stream) publishAsync(c mqtt.Client, wait time.Duration) <-chan error {
 	toks := make([]mqtt.Token, len(s.topics))
 	for i := range s.topics {
 		toks[i] = c.Publish(s.topics[i], 1, false, s.payloads[i])
 	}
-	for _, tok := range toks {
-		if !tok.WaitTimeout(60*time.Second) || tok.Error() != nil {
-			t.Fatalf("publish: %v", tok.Error())
+	done := make(chan error, 1)
+	go func() {
+		for i, tok := range toks {
+			if !tok.WaitTimeout(wait) {
+				done <- fmt.Errorf("message %d not acknowledged within %s", i, wait)
+				return
+			}
+			if err := tok.Error(); err != nil {
+				done <- fmt.Errorf("publish message %d: %w", i, err)
+				return
+			}
 		}
-	}
+		done <- nil
+	}()
+	return done
 }
 
 // checkExactlyOnce fails unless the stored rows are exactly want, each key
@@ -135,15 +231,17 @@ func checkExactlyOnce(t *testing.T, got, want map[cell]int) {
 func baseTS() int64 { return time.Now().Add(-time.Hour).UnixMilli() }
 
 // A gateway that stalls and dies without acknowledging, and a second one
-// with the same client id: every message ends up stored exactly once.
+// (same client id, or the embedded broker again on the same address):
+// every message ends up stored exactly once. On Mosquitto the broker keeps
+// what the dead subscriber did not acknowledge; on the embedded broker the
+// device does, and sends it again when it reconnects.
 func TestCrashRedelivery(t *testing.T) {
-	for name, setup := range brokers(t) {
+	for name, setup := range paths() {
 		t.Run(name, func(t *testing.T) {
 			prefix := "sluicetest/" + uniq(t)
-			b := setup(t, prefix)
-			cfg := testConfig(b.addr, prefix)
-			cfg.Username, cfg.Password = b.gwUser, b.gwPass
+			cfg := testConfig(mosquittoAddr, prefix)
 			cfg.MaxInflight = 64
+			p := setup(t, prefix, cfg)
 			// A small bound splits each device-day into several partitions,
 			// so redelivered readings may meet a planner that moved on.
 			bc := buckets.DefaultConfig()
@@ -153,18 +251,36 @@ func TestCrashRedelivery(t *testing.T) {
 			s := makeStream(prefix, 0, n, baseTS())
 
 			hw := &hangingWriter{w: stk.sk, left: n / 3, stalled: make(chan struct{})}
-			g1 := startGateway(t, cfg, hw)
-			s.publish(t, publisher(t, b.addr, prefix+"-pub", "", ""))
-			select {
-			case <-hw.stalled:
-			case <-time.After(3 * time.Minute): // generous: a loaded CI machine is slow
-				t.Fatal("the first gateway never reached its stall point")
+			g1 := p.start(t, hw)
+			published := s.publishAsync(p.publisher(t, prefix+"-pub"), 3*time.Minute)
+			timeout := time.After(3 * time.Minute) // generous: a loaded CI machine is slow
+			var pubErr error
+			for stalled := false; !stalled; {
+				select {
+				case <-hw.stalled:
+					stalled = true
+				case pubErr = <-published:
+					// Mosquitto acknowledges to the device at once; the
+					// embedded broker only what the gateway stored.
+					if p.ackAfterStore {
+						t.Fatalf("every message was acknowledged before the gateway stalled (err %v)", pubErr)
+					}
+					published = nil
+				case <-timeout:
+					t.Fatal("the first gateway never reached its stall point")
+				}
 			}
 			g1.kill()
 			partial := len(readAll(t, stk.st, "acme", s.devices, s.from, s.to))
 			t.Logf("first gateway stored %d of %d rows before it was killed", partial, len(s.want))
 
-			g2 := startGatewayWait(t, cfg, stk.sk, false)
+			g2 := p.start(t, stk.sk)
+			if published != nil {
+				pubErr = <-published
+			}
+			if pubErr != nil {
+				t.Fatal(pubErr)
+			}
 			eventually(t, 2*time.Minute, "every row stored", func() bool {
 				return len(readAll(t, stk.st, "acme", s.devices, s.from, s.to)) >= len(s.want)
 			})
@@ -180,17 +296,16 @@ func TestCrashRedelivery(t *testing.T) {
 // Poison messages become dead letters, with their reason, and the good
 // messages around them are stored.
 func TestPoisonMessages(t *testing.T) {
-	for name, setup := range brokers(t) {
+	for name, setup := range paths() {
 		t.Run(name, func(t *testing.T) {
 			prefix := "sluicetest/" + uniq(t)
-			b := setup(t, prefix)
-			cfg := testConfig(b.addr, prefix)
-			cfg.Username, cfg.Password = b.gwUser, b.gwPass
+			cfg := testConfig(mosquittoAddr, prefix)
 			cfg.DeadLetterPayloadBytes = 24
 			cfg.MaxPayloadBytes = 4096
+			p := setup(t, prefix, cfg)
 			stk := newStack(t, buckets.DefaultConfig())
-			g := startGateway(t, cfg, stk.sk)
-			pub := publisher(t, b.addr, prefix+"-pub", "", "")
+			g := p.start(t, stk.sk)
+			pub := p.publisher(t, prefix+"-pub")
 
 			good := makeStream(prefix, 0, 200, baseTS())
 			poison := []struct{ device, payload, reason string }{
@@ -280,15 +395,11 @@ func TestBrokerRestart(t *testing.T) {
 // and cannot subscribe.
 func TestEmbeddedBrokerACL(t *testing.T) {
 	prefix := "sluicetest/" + uniq(t)
-	b := startEmbedded(t, prefix, broker.Config{Enabled: true, Listen: "127.0.0.1:0", Users: []broker.User{
+	stk := newStack(t, buckets.DefaultConfig())
+	b, _ := startEmbedded(t, prefix, testConfig("", prefix), broker.Config{Enabled: true, Listen: "127.0.0.1:0", Users: []broker.User{
 		{Username: "pump-1", Password: "pump-1-secret", DeviceID: "pump-1"},
 		{Username: "pump-2", Password: "pump-2-secret", DeviceID: "pump-2"},
-	}})
-	cfg := testConfig(b.Addr(), prefix)
-	cfg.Username, cfg.Password = broker.SubscriberUsername, embeddedGatewayPassword
-	stk := newStack(t, buckets.DefaultConfig())
-	g := startGateway(t, cfg, stk.sk)
-	defer g.stop(t)
+	}}, stk.sk)
 
 	ts := baseTS()
 	// MQTT 3.1.1 lets a broker answer a refused publish only by closing
@@ -319,7 +430,7 @@ func TestEmbeddedBrokerACL(t *testing.T) {
 		}
 	}
 
-	for _, creds := range [][2]string{{"", ""}, {"pump-1", "wrong-password"}, {broker.SubscriberUsername, "guess"}} {
+	for _, creds := range [][2]string{{"", ""}, {"pump-1", "wrong-password"}, {"nobody", "guess-1234"}} {
 		o := mqtt.NewClientOptions().AddBroker("tcp://" + b.Addr()).SetClientID(prefix + "-bad").SetUsername(creds[0]).SetPassword(creds[1])
 		c := mqtt.NewClient(o)
 		if tok := c.Connect(); tok.WaitTimeout(10*time.Second) && tok.Error() == nil {

@@ -2,11 +2,15 @@ package mqttingest
 
 import "github.com/prometheus/client_golang/prometheus"
 
+// metrics are shared by both ways in; the connection gauges and counters
+// and the write retries belong to the subscriber, the refusals to the
+// embedded broker's publish hook.
 type metrics struct {
 	messages    prometheus.Counter
 	readings    prometheus.Counter
 	deadLetters *prometheus.CounterVec
 	retries     *prometheus.CounterVec
+	refused     *prometheus.CounterVec
 	inflight    prometheus.Gauge
 	connected   prometheus.Gauge
 	connects    prometheus.Counter
@@ -14,7 +18,9 @@ type metrics struct {
 	ackSeconds  prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics registers the metrics of the subscriber (subscriber true) or
+// of the embedded broker's publish hook on reg, which may be nil.
+func newMetrics(reg prometheus.Registerer, subscriber bool) *metrics {
 	m := &metrics{
 		messages: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_mqtt_messages_stored_total", Help: "MQTT messages made durable (as rows or as dead letters) and acknowledged.",
@@ -27,6 +33,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_mqtt_write_retries_total", Help: "Writes retried because the sink was busy or failed.",
+		}, []string{"reason"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_mqtt_messages_refused_total",
+			Help: "Messages published to the embedded broker that were not stored, and so not acknowledged, by reason (busy, error, shutdown).",
 		}, []string{"reason"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_mqtt_inflight_messages", Help: "MQTT messages received and not yet acknowledged.",
@@ -45,8 +55,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.messages, m.readings, m.deadLetters, m.retries, m.inflight, m.connected, m.connects, m.connLost, m.ackSeconds)
+	if reg == nil {
+		return m
+	}
+	reg.MustRegister(m.messages, m.readings, m.deadLetters, m.inflight, m.ackSeconds)
+	if subscriber {
+		reg.MustRegister(m.retries, m.connected, m.connects, m.connLost)
+	} else {
+		reg.MustRegister(m.refused)
 	}
 	return m
 }

@@ -1,0 +1,85 @@
+package mqttingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/sink"
+)
+
+// Receiver stores the messages devices publish to the embedded broker
+// (package broker), one at a time, on the publishing connection's goroutine
+// and before the broker acknowledges them: Receive returns nil only once the
+// message's rows, or its dead letter, are durable, and the broker sends the
+// PUBACK only then. A message Receive could not store (sink busy past its
+// admission wait, store error, shutdown) is not acknowledged; the device
+// sends it again, and idempotent keys make the second copy harmless.
+//
+// It decodes exactly as the subscriber (Ingester) does: same topic
+// template, tenants, limits, retention horizon and dead letters. The
+// subscriber's settings (brokers, client id, topics, shared group,
+// max_inflight, timeouts) do not apply.
+type Receiver struct {
+	p      *parser
+	w      Writer
+	now    func() time.Time
+	logger *slog.Logger
+	m      *metrics
+	errLog logLimiter
+}
+
+// NewReceiver returns a receiver; cfg must be valid. now is the clock for
+// receive times and the future-timestamp limit.
+func NewReceiver(cfg Config, w Writer, lim decode.Limits, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer) (*Receiver, error) {
+	m := newMetrics(reg, false)
+	p, err := newParser(cfg, lim, logger, m)
+	if err != nil {
+		return nil, err
+	}
+	return &Receiver{p: p, w: w, now: now, logger: logger, m: m, errLog: logLimiter{every: time.Second}}, nil
+}
+
+// SetHorizon makes readings older than h(kind, tenant, now) dead letters,
+// as Ingester.SetHorizon does. Call it before the first Receive.
+func (r *Receiver) SetHorizon(h func(kind model.Kind, tenant string, now time.Time) time.Time) {
+	r.p.horizon = h
+}
+
+// Receive stores one message: its readings, or its dead letter when it
+// cannot become readings. It returns nil only once that is durable; an
+// error means the message may not be acknowledged. It returns early when
+// ctx ends. It is safe for concurrent use.
+func (r *Receiver) Receive(ctx context.Context, topic string, payload []byte) error {
+	recv := r.now()
+	r.m.inflight.Inc()
+	defer r.m.inflight.Dec()
+	req := r.p.request(topic, payload, recv, recv)
+	if err := r.w.Write(ctx, req); err != nil {
+		var busy *sink.BusyError
+		reason := "error"
+		switch {
+		case ctx.Err() != nil || errors.Is(err, sink.ErrClosed):
+			reason = "shutdown"
+		case errors.As(err, &busy):
+			reason = "busy"
+		}
+		r.m.refused.WithLabelValues(reason).Inc()
+		if reason == "error" {
+			if ok, dropped := r.errLog.allow(recv); ok {
+				r.logger.Error("store mqtt message; not acknowledged, the device will send it again", "tenant", req.Tenant, "topic", topic,
+					"err", err, "similar_errors_not_logged", dropped)
+			}
+		}
+		return fmt.Errorf("store mqtt message of tenant %q: %w", req.Tenant, err)
+	}
+	r.m.messages.Inc()
+	r.m.ackSeconds.Observe(r.now().Sub(recv).Seconds())
+	return nil
+}
