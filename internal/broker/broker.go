@@ -231,8 +231,11 @@ func (h *storeHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packe
 		code = packets.ErrServerShuttingDown
 	}
 	if ok, dropped := h.errLog.allow(time.Now()); ok {
-		h.logger.Warn("embedded broker: message not stored, so not acknowledged; disconnecting the client so that it sends it again",
-			"client_id", cl.ID, "topic", pk.TopicName, "qos", pk.FixedHeader.Qos, "err", err, "similar_messages_not_logged", dropped)
+		msg := "embedded broker: message not stored, so not acknowledged; disconnecting the client so that it sends it again"
+		if pk.FixedHeader.Qos == 0 {
+			msg = "embedded broker: QoS 0 message not stored, dropped"
+		}
+		h.logger.Warn(msg, "client_id", cl.ID, "topic", pk.TopicName, "qos", pk.FixedHeader.Qos, "err", err, "similar_messages_not_logged", dropped)
 	}
 	if pk.FixedHeader.Qos > 0 {
 		// The client keeps the message until it is acknowledged, and

@@ -17,8 +17,9 @@ import (
 
 // Config is mqtt.* in the gateway configuration.
 type Config struct {
-	// Enabled subscribes to Brokers. The embedded broker (Embedded.Enabled)
-	// implies a subscription to it instead.
+	// Enabled subscribes to Brokers. With the embedded broker
+	// (Embedded.Enabled) the gateway subscribes to nothing: a Receiver
+	// stores what devices publish to it.
 	Enabled bool `mapstructure:"enabled"`
 	// Brokers are tried in turn: tcp://host:1883, ssl://host:8883, ws://…
 	Brokers []string `mapstructure:"brokers"`

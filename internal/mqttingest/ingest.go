@@ -1,8 +1,14 @@
-// Package mqttingest subscribes to MQTT brokers and stores the readings that
-// devices publish, at least once: a message is acknowledged (PUBACK) only
-// after its rows, or its dead letter, are durable in the store.
+// Package mqttingest stores the readings that devices publish over MQTT, at
+// least once: a message is acknowledged (PUBACK) only after its rows, or its
+// dead letter, are durable in the store. There are two ways in, sharing the
+// decoding of a message (topic template, tenant, limits, dead letters):
 //
-// # Delivery
+//   - Ingester subscribes to an external broker (below).
+//   - Receiver stores each message the embedded broker (package broker)
+//     hands it from its publish hook, before the broker acknowledges the
+//     device; see Receiver.
+//
+// # Delivery (Ingester)
 //
 // The client keeps a persistent session (clean session off, a stable client
 // id), subscribes at the configured QoS and turns automatic acknowledgement
@@ -17,7 +23,7 @@
 // receive order: it waits until the oldest message is durable, acknowledges
 // it, and moves to the next. Writes still run concurrently.
 //
-// # Flow control
+// # Flow control (Ingester)
 //
 //  1. paho calls the handler for each message, one at a time (order
 //     matters). The handler appends the message to the in-flight queue,
