@@ -10,10 +10,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -25,12 +23,11 @@ import (
 // Store is an open embedded rollup store. Safe for concurrent use.
 type Store struct {
 	db *pebble.DB
-	mu sync.Mutex // serialises read-compare-write of Insert
 }
 
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, logger *slog.Logger) (*Store, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{logger}, FormatMajorVersion: pebble.FormatNewest})
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{logger}, FormatMajorVersion: pebble.FormatNewest, Merger: latestMerger})
 	if err != nil {
 		return nil, fmt.Errorf("open rollup store %q: %w", dir, err)
 	}
@@ -67,8 +64,10 @@ func prefix(b []byte, day model.Day, tenant, metric, device string) []byte {
 
 func dayOfKey(k []byte) model.Day { return model.Day(binary.BigEndian.Uint32(k) ^ (1 << 31)) }
 
-func key(r rollup.Row) []byte {
-	b := prefix(nil, model.DayOf(r.Minute), r.Tenant, r.Metric, r.Device)
+func key(r rollup.Row) []byte { return appendKey(nil, r) }
+
+func appendKey(b []byte, r rollup.Row) []byte {
+	b = prefix(b, model.DayOf(r.Minute), r.Tenant, r.Metric, r.Device)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Minute)^(1<<63))
 	b = binary.BigEndian.AppendUint16(b, r.Writer)
 	return binary.BigEndian.AppendUint64(b, r.Part)
@@ -82,41 +81,20 @@ func decode(v []byte) (rollup.Row, error) {
 	return rows[0], nil
 }
 
-// Insert keeps, for each row, the highest version of it, durably.
+// Insert keeps, for each row, the highest version of it, durably. It reads
+// nothing: every row is a merge operand, and the store's merger keeps the
+// operand with the highest version, whatever order they arrive in.
 func (s *Store) Insert(ctx context.Context, rows []rollup.Row) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	b := s.db.NewBatch()
 	defer b.Close()
-	staged := make(map[string]uint64, len(rows)) // versions set in this batch
+	var k, v []byte
 	for _, r := range rows {
-		k := key(r)
-		if v, ok := staged[string(k)]; ok {
-			if v >= r.Version {
-				continue
-			}
-			staged[string(k)] = r.Version
-			if err := b.Set(k, rollup.EncodeRows(nil, []rollup.Row{r}), nil); err != nil {
-				return fmt.Errorf("insert rollup rows: %w", err)
-			}
-			continue
-		}
-		v, closer, err := s.db.Get(k)
-		switch {
-		case err == nil:
-			old, derr := decode(v)
-			_ = closer.Close()
-			if derr == nil && old.Version >= r.Version {
-				continue
-			}
-		case !errors.Is(err, pebble.ErrNotFound):
-			return fmt.Errorf("insert rollup rows: %w", err)
-		}
-		staged[string(k)] = r.Version
-		if err := b.Set(k, rollup.EncodeRows(nil, []rollup.Row{r}), nil); err != nil {
+		k = appendKey(k[:0], r)
+		v = rollup.EncodeRows(v[:0], []rollup.Row{r})
+		if err := b.Merge(k, v, nil); err != nil {
 			return fmt.Errorf("insert rollup rows: %w", err)
 		}
 	}

@@ -2,7 +2,9 @@ package rollupstore
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/model"
@@ -117,5 +119,64 @@ func TestRetention(t *testing.T) {
 	}
 	if again, _ := s.Buckets(ctx, model.Day(20003)); len(again) != 0 {
 		t.Errorf("dropped days still listed: %+v", again)
+	}
+}
+
+// The highest version of a row wins whatever the order of the inserts, in
+// one batch or across batches, across a flush to disk, and across a reopen;
+// a tombstone of a higher version retracts the row.
+func TestInsertKeepsHighestVersion(t *testing.T) {
+	base := int64(20000) * day
+	r := func(count, version uint64) rollup.Row { return row("acme", "d1", "temp", base, count, version) }
+	tests := []struct {
+		name    string
+		batches [][]rollup.Row
+		want    []uint64 // counts read back
+	}{
+		{"newer later", [][]rollup.Row{{r(1, 1)}, {r(2, 2)}}, []uint64{2}},
+		{"older later", [][]rollup.Row{{r(2, 2)}, {r(1, 1)}}, []uint64{2}},
+		{"one batch, older last", [][]rollup.Row{{r(3, 3), r(1, 1), r(2, 2)}}, []uint64{3}},
+		{"tombstone wins", [][]rollup.Row{{r(2, 2)}, {r(0, 3)}}, nil},
+		{"older than tombstone", [][]rollup.Row{{r(0, 3)}, {r(2, 2)}}, nil},
+	}
+	for _, tt := range tests {
+		for _, flush := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/flush=%v", tt.name, flush), func(t *testing.T) {
+				dir := t.TempDir()
+				s, err := Open(dir, slog.New(slog.DiscardHandler))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				for _, b := range tt.batches {
+					if err := s.Insert(ctx, b); err != nil {
+						t.Fatal(err)
+					}
+					if flush {
+						if err := s.db.Flush(); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if s, err = Open(dir, slog.New(slog.DiscardHandler)); err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				rows, err := s.Rows(ctx, rollup.Filter{Tenant: "acme", Device: "d1", Metric: "temp", From: base, To: base + day})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []uint64
+				for _, r := range rows {
+					got = append(got, r.Count)
+				}
+				if !slices.Equal(got, tt.want) {
+					t.Fatalf("counts %v, want %v", got, tt.want)
+				}
+			})
+		}
 	}
 }
