@@ -22,7 +22,9 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,8 +74,72 @@ func benchDataOf(devices int) ([][]benchReading, [][]byte) {
 	return reqs, bodies
 }
 
+// The two workloads. live: a fleet reporting as it goes, every device once
+// per benchLiveEvery, so each request carries the next 1,000 readings in
+// time order (request k holds readings k*1000..k*1000+999 of the stream, as
+// many distinct bodies as the run posts). backfill: readings scattered at
+// random over a whole past day, the 64 bodies of benchData posted in turn.
+const benchLiveEvery = 10 * time.Second
+
+// benchLive returns n requests of the live workload for devices devices,
+// starting two hours ago.
+func benchLive(n, devices int) ([][]benchReading, [][]byte) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	step := benchLiveEvery.Milliseconds() / int64(devices)
+	base := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Minute).UnixMilli()
+	reqs := make([][]benchReading, n)
+	bodies := make([][]byte, n)
+	for i := range reqs {
+		b := make([]byte, 0, 110*benchReadings)
+		reqs[i] = make([]benchReading, 0, benchReadings)
+		for j := range benchReadings {
+			k := i*benchReadings + j
+			r := benchReading{
+				device: "dev-" + fmt.Sprintf("%06d", k%devices),
+				ts:     base + int64(k)*max(step, 1),
+				rpm:    float64(rng.IntN(3000)),
+				temp:   float64(rng.IntN(1000)) / 10,
+			}
+			reqs[i] = append(reqs[i], r)
+			b = appendBenchReading(b, r, j)
+		}
+		bodies[i] = b
+	}
+	return reqs, bodies
+}
+
+func appendBenchReading(b []byte, r benchReading, seq int) []byte {
+	b = append(b, `{"device_id":"`...)
+	b = append(b, r.device...)
+	b = append(b, `","ts":"`...)
+	b = time.UnixMilli(r.ts).UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z")
+	b = append(b, `","seq":`...)
+	b = strconv.AppendInt(b, int64(seq), 10)
+	b = append(b, `,"metrics":{"rpm":`...)
+	b = strconv.AppendFloat(b, r.rpm, 'g', -1, 64)
+	b = append(b, `,"temp_c":`...)
+	b = strconv.AppendFloat(b, r.temp, 'g', -1, 64)
+	return append(b, "}}\n"...)
+}
+
+// benchWorkload returns the requests of one workload for a run of n.
+func benchWorkload(name string, n int) ([][]benchReading, [][]byte) {
+	if name == "live" {
+		return benchLive(n, benchDevices)
+	}
+	return benchData()
+}
+
+var benchWorkloads = []string{"live", "backfill"}
+
 func BenchmarkHTTPIngest(b *testing.B) {
-	_, bodies := benchData()
+	for _, w := range benchWorkloads {
+		b.Run(w, func(b *testing.B) { benchHTTPIngest(b, w) })
+	}
+}
+
+func benchHTTPIngest(b *testing.B, workload string) {
+	_, bodies := benchWorkload(workload, b.N)
 	// Defaults, with SLUICE_* environment overrides to try other settings.
 	cfg, _, err := config.Load("", os.Environ())
 	if err != nil {
@@ -91,7 +157,6 @@ func BenchmarkHTTPIngest(b *testing.B) {
 	url := "http://" + <-addr + "/v1/readings"
 	tr := &http.Transport{MaxIdleConnsPerHost: benchWriters}
 	hc := &http.Client{Transport: tr}
-	var n atomic.Int64
 	post := func(body []byte) {
 		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer bench-token")
@@ -107,32 +172,92 @@ func BenchmarkHTTPIngest(b *testing.B) {
 			b.Errorf("status %d", resp.StatusCode)
 		}
 	}
-	var bytesPerReq int64
-	for _, body := range bodies {
-		bytesPerReq += int64(len(body))
-	}
-	b.SetBytes(bytesPerReq / int64(len(bodies)))
-	b.SetParallelism(benchWriters / max(1, runtimeProcs()))
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		i := int(n.Add(1))
-		for pb.Next() {
-			post(bodies[i%len(bodies)])
-			i += benchWriters
-		}
-	})
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N*benchReadings)/elapsed.Seconds(), "readings/s")
+	b.SetBytes(meanLen(bodies))
+	benchParallel(b, func(i int) { post(bodies[i%len(bodies)]) })
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
 }
 
+func meanLen(bodies [][]byte) int64 {
+	var n int64
+	for _, body := range bodies {
+		n += int64(len(body))
+	}
+	return n / int64(len(bodies))
+}
+
+// benchParallel runs do(i) for i in 0..b.N-1 on benchWriters goroutines,
+// each i once. A run lasts until the last request is acknowledged and then
+// until the process is idle again: Pebble flushes and compacts in the
+// background, and a run that stopped the clock at the last
+// acknowledgement would leave that work unpaid, favouring whichever side
+// finishes sooner. It reports readings/s over the whole run, and
+// acked_readings/s up to the last acknowledgement.
+func benchParallel(b *testing.B, do func(i int)) {
+	var next atomic.Int64
+	b.SetParallelism(benchWriters / max(1, runtimeProcs()))
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			do(int(next.Add(1) - 1))
+		}
+	})
+	acked := time.Since(start)
+	idle := waitIdle(b).Sub(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*benchReadings)/idle.Seconds(), "readings/s")
+	b.ReportMetric(float64(b.N*benchReadings)/acked.Seconds(), "acked_readings/s")
+}
+
+// waitIdle waits until the process used less than 5% of a core over
+// idleWindow, and returns when that window began. It gives up after a
+// minute.
+func waitIdle(b *testing.B) time.Time {
+	const idleWindow, tick = 250 * time.Millisecond, 25 * time.Millisecond
+	type sample struct {
+		at  time.Time
+		cpu time.Duration
+	}
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	samples := []sample{{time.Now(), cpu()}}
+	deadline := samples[0].at.Add(time.Minute)
+	for {
+		time.Sleep(tick)
+		now := sample{time.Now(), cpu()}
+		samples = append(samples, now)
+		// The oldest sample at least idleWindow back.
+		i := len(samples) - 1
+		for i > 0 && now.at.Sub(samples[i].at) < idleWindow {
+			i--
+		}
+		w := samples[i]
+		if now.at.Sub(w.at) >= idleWindow && now.cpu-w.cpu < now.at.Sub(w.at)/20 {
+			return w.at
+		}
+		if now.at.After(deadline) {
+			b.Logf("process not idle after a minute")
+			return now.at
+		}
+	}
+}
+
 func BenchmarkPebbleLimit(b *testing.B) {
-	reqs, bodies := benchData()
+	for _, w := range benchWorkloads {
+		b.Run(w, func(b *testing.B) { benchPebbleLimit(b, w) })
+	}
+}
+
+func benchPebbleLimit(b *testing.B, workload string) {
+	reqs, bodies := benchWorkload(workload, b.N)
 	db, err := pebble.Open(b.TempDir(), &pebble.Options{
 		Cache: pebble.NewCache(64 << 20), MemTableSize: 64 << 20, MemTableStopWritesThreshold: 4,
 		FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{},
@@ -141,50 +266,35 @@ func BenchmarkPebbleLimit(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	var bytesPerReq int64
-	for _, body := range bodies {
-		bytesPerReq += int64(len(body))
-	}
-	b.SetBytes(bytesPerReq / int64(len(bodies)))
-	var n atomic.Int64
-	b.SetParallelism(benchWriters / max(1, runtimeProcs()))
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		i := int(n.Add(1))
+	b.SetBytes(meanLen(bodies))
+	benchParallel(b, func(i int) {
 		var key, val []byte
-		for pb.Next() {
-			batch := db.NewBatch()
-			for _, r := range reqs[i%len(reqs)] {
-				for _, m := range [2]struct {
-					name string
-					v    float64
-				}{{"rpm", r.rpm}, {"temp_c", r.temp}} {
-					key = append(key[:0], 'r')
-					key = binary.BigEndian.AppendUint32(key, uint32(r.ts/86_400_000)^1<<31)
-					key = append(key, "bench\x00"...)
-					key = append(key, r.device...)
-					key = append(key, 0, 0, 0, 0, 0)
-					key = binary.BigEndian.AppendUint64(key, uint64(r.ts)^1<<63)
-					key = append(key, m.name...)
-					val = append(val[:0], 1)
-					val = binary.BigEndian.AppendUint64(val, math.Float64bits(m.v))
-					val = binary.AppendVarint(val, 1)
-					if err := batch.Set(key, val, nil); err != nil {
-						b.Error(err)
-					}
+		batch := db.NewBatch()
+		defer batch.Close()
+		for _, r := range reqs[i%len(reqs)] {
+			for _, m := range [2]struct {
+				name string
+				v    float64
+			}{{"rpm", r.rpm}, {"temp_c", r.temp}} {
+				key = append(key[:0], 'r')
+				key = binary.BigEndian.AppendUint32(key, uint32(r.ts/86_400_000)^1<<31)
+				key = append(key, "bench\x00"...)
+				key = append(key, r.device...)
+				key = append(key, 0, 0, 0, 0, 0)
+				key = binary.BigEndian.AppendUint64(key, uint64(r.ts)^1<<63)
+				key = append(key, m.name...)
+				val = append(val[:0], 1)
+				val = binary.BigEndian.AppendUint64(val, math.Float64bits(m.v))
+				val = binary.AppendVarint(val, 1)
+				if err := batch.Set(key, val, nil); err != nil {
+					b.Error(err)
 				}
 			}
-			if err := batch.Commit(pebble.Sync); err != nil {
-				b.Error(err)
-			}
-			_ = batch.Close()
-			i += benchWriters
+		}
+		if err := batch.Commit(pebble.Sync); err != nil {
+			b.Error(err)
 		}
 	})
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N*benchReadings)/elapsed.Seconds(), "readings/s")
 }
 
 type quietLogger struct{}
