@@ -36,11 +36,13 @@
 package rollup
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/model"
@@ -144,13 +146,39 @@ func (c Config) Validate(prefix string) error {
 	return errors.Join(errs...)
 }
 
+// window is one instance of a window. It is either waiting in the close
+// queue (it is dirty: a point arrived since its last emission) or in the
+// expiry heap (it is closed and clean), or both for a moment; Advance only
+// visits what those two queues say is due.
 type window struct {
+	s       *series
+	metric  string
+	minute  int64
 	part    uint64
 	touched int64 // when a point last reached the window (ms, processing time)
 	points  []Point
 	emitted bool // a version was emitted
 	dirty   bool // points changed since the last emission
+	queued  bool // in the close queue (a.closing)
+	expiry  bool // in the expiry heap (a.expiry)
+	held    bool // held by the Aggregator: false once dropped or evicted
+	// buf holds the first points, so that a window of a device reporting
+	// every few seconds costs one allocation.
+	buf [8]Point
 }
+
+func (w *window) key() Key {
+	return Key{Tenant: w.s.tenant, Device: w.s.device, Metric: w.metric, Minute: w.minute}
+}
+
+// series holds the windows of one (tenant, device): a handful (a few
+// metrics times the minutes kept), so a short scan finds one.
+type series struct {
+	tenant, device string
+	windows        []*window // in creation order
+}
+
+type seriesKey struct{ tenant, device string }
 
 // Stats counts what an Aggregator saw. Counters only grow.
 type Stats struct {
@@ -164,22 +192,40 @@ type Stats struct {
 
 // Aggregator holds the windows of one writer. It is not safe for concurrent
 // use.
+//
+// Windows are found through their series: Add looks up the (tenant, device)
+// of a group of rows once, then the (metric, minute) of each row among the
+// series' few windows. Advance never scans every window: a window made
+// dirty is put in the close queue under its minute (a late row's minute is
+// already closed, so it comes out at the next Advance), and a closed, clean
+// window waits in the expiry heap ordered by the time it may be dropped
+// (KeepClosed after its last point). Entries are checked when they come out
+// and skipped or pushed again if the window changed meanwhile, so each
+// window is at most once in each queue.
 type Aggregator struct {
 	cfg      Config
-	windows  map[Key]*window
+	series   map[seriesKey]*series
+	n        int // windows held
+	closing  map[int64][]*window
+	minutes  minHeap // the minutes of closing
+	expiry   expiryHeap
 	nextPart uint64
 	lastVer  uint64
 	stats    Stats
+	scratch  []*window
 }
 
 // New returns an empty Aggregator; start seeds part ids, so it must be later
 // than the start of any earlier Aggregator of the same writer (a restart).
 func New(cfg Config, start time.Time) *Aggregator {
-	return &Aggregator{cfg: cfg, windows: make(map[Key]*window), nextPart: uint64(start.UnixNano())}
+	return &Aggregator{
+		cfg: cfg, series: make(map[seriesKey]*series), closing: make(map[int64][]*window),
+		nextPart: uint64(start.UnixNano()),
+	}
 }
 
 // Len returns the number of windows held.
-func (a *Aggregator) Len() int { return len(a.windows) }
+func (a *Aggregator) Len() int { return a.n }
 
 // Stats returns the counters.
 func (a *Aggregator) Stats() Stats { return a.stats }
@@ -190,19 +236,26 @@ func (a *Aggregator) watermark(now time.Time) int64 {
 
 // Add adds the rows of one device, as committed, at time now.
 func (a *Aggregator) Add(now time.Time, tenant, device string, rows []model.ReadingRow) {
+	if len(rows) == 0 {
+		return
+	}
 	wm := a.watermark(now)
+	nowMs := now.UnixMilli()
+	s := a.series[seriesKey{tenant, device}]
+	if s == nil {
+		s = &series{tenant: tenant, device: device}
+		a.series[seriesKey{tenant, device}] = s
+	}
+	var w *window
 	for _, r := range rows {
-		k := Key{Tenant: tenant, Device: device, Metric: r.Metric, Minute: MinuteOf(r.TS)}
-		w := a.windows[k]
-		if w == nil {
-			w = &window{part: a.nextPart}
-			a.nextPart++
-			a.windows[k] = w
+		minute := MinuteOf(r.TS)
+		if w == nil || w.minute != minute || w.metric != r.Metric {
+			w = a.window(s, r.Metric, minute)
 		}
-		if k.Minute+MinuteMillis <= wm {
+		if minute+MinuteMillis <= wm {
 			a.stats.Late++
 		}
-		w.touched = now.UnixMilli()
+		w.touched = nowMs
 		p := Point{TS: r.TS, Value: r.Value}
 		n := len(w.points)
 		switch {
@@ -216,14 +269,57 @@ func (a *Aggregator) Add(now time.Time, tenant, device string, rows []model.Read
 					continue
 				}
 				w.points[i].Value = p.Value // last write wins, as in the raw store
-				w.dirty = true
+				a.markDirty(w)
 				continue
 			}
 			w.points = slices.Insert(w.points, i, p)
 		}
 		a.stats.Points++
-		w.dirty = true
+		a.markDirty(w)
 	}
+}
+
+// window finds the window of (metric, minute) in s, or starts one. It scans
+// from the newest: rows in time order hit within the first few.
+func (a *Aggregator) window(s *series, metric string, minute int64) *window {
+	for i := len(s.windows) - 1; i >= 0; i-- {
+		if w := s.windows[i]; w.minute == minute && w.metric == metric {
+			return w
+		}
+	}
+	w := &window{s: s, metric: metric, minute: minute, part: a.nextPart, held: true}
+	w.points = w.buf[:0]
+	a.nextPart++
+	s.windows = append(s.windows, w)
+	a.n++
+	return w
+}
+
+func (a *Aggregator) markDirty(w *window) {
+	w.dirty = true
+	if w.queued {
+		return
+	}
+	w.queued = true
+	q, ok := a.closing[w.minute]
+	if !ok {
+		a.minutes.push(w.minute)
+	}
+	a.closing[w.minute] = append(q, w)
+}
+
+// drop forgets w (and its series once empty).
+func (a *Aggregator) drop(w *window) {
+	w.held = false
+	w.points = nil
+	s := w.s
+	if i := slices.Index(s.windows, w); i >= 0 {
+		s.windows = slices.Delete(s.windows, i, i+1)
+	}
+	if len(s.windows) == 0 {
+		delete(a.series, seriesKey{s.tenant, s.device})
+	}
+	a.n--
 }
 
 func (a *Aggregator) version(now time.Time) uint64 {
@@ -232,8 +328,8 @@ func (a *Aggregator) version(now time.Time) uint64 {
 	return v
 }
 
-func (a *Aggregator) emit(now time.Time, k Key, w *window, out []Row) []Row {
-	r := Aggregate(k, w.points)
+func (a *Aggregator) emit(now time.Time, w *window, out []Row) []Row {
+	r := Aggregate(w.key(), w.points)
 	r.Writer, r.Part, r.Version = a.cfg.Writer, w.part, a.version(now)
 	if w.emitted {
 		a.stats.Reemitted++
@@ -241,6 +337,52 @@ func (a *Aggregator) emit(now time.Time, k Key, w *window, out []Row) []Row {
 	a.stats.Emitted++
 	w.emitted, w.dirty = true, false
 	return append(out, r)
+}
+
+// emitSorted emits ws in key order.
+func (a *Aggregator) emitSorted(now time.Time, ws []*window, out []Row) []Row {
+	slices.SortFunc(ws, compareWindows)
+	out = slices.Grow(out, len(ws))
+	for _, w := range ws {
+		out = a.emit(now, w, out)
+	}
+	return out
+}
+
+// dropAt is when (ns, processing time) w may be dropped: once its minute is
+// closed and KeepClosed passed since its last point.
+func (a *Aggregator) dropAt(w *window) int64 {
+	closed := addSat(msToNs(w.minute+MinuteMillis), int64(a.cfg.AllowedLateness))
+	kept := addSat(msToNs(w.touched), int64(a.cfg.KeepClosed))
+	return max(closed, kept)
+}
+
+// msToNs converts, saturating at the ends of int64 (timestamps beyond the
+// year 2262).
+func msToNs(ms int64) int64 {
+	const limit = math.MaxInt64 / int64(time.Millisecond)
+	switch {
+	case ms > limit:
+		return math.MaxInt64
+	case ms < -limit:
+		return math.MinInt64
+	}
+	return ms * int64(time.Millisecond)
+}
+
+// addSat adds a non-negative d to t, saturating.
+func addSat(t, d int64) int64 {
+	if t > math.MaxInt64-d {
+		return math.MaxInt64
+	}
+	return t + d
+}
+
+func (a *Aggregator) pushExpiry(w *window) {
+	if !w.expiry {
+		w.expiry = true
+		a.expiry.push(expiryEntry{at: a.dropAt(w), w: w})
+	}
 }
 
 // Advance emits the rows of every window that is closed at time now and
@@ -252,49 +394,71 @@ func (a *Aggregator) Advance(now time.Time) []Row {
 	// measured in processing time, so that a backfill of old data still
 	// gathers each minute in one part.
 	drop := now.Add(-a.cfg.KeepClosed).UnixMilli()
+	due := a.scratch[:0]
+	for len(a.minutes) > 0 && a.minutes[0]+MinuteMillis <= wm {
+		m := a.minutes.pop()
+		for _, w := range a.closing[m] {
+			w.queued = false
+			if !w.held {
+				continue
+			}
+			if w.dirty {
+				due = append(due, w)
+			}
+			a.pushExpiry(w)
+		}
+		delete(a.closing, m)
+	}
 	var out []Row
-	for k, w := range a.windows {
-		end := k.Minute + MinuteMillis
-		if end > wm {
-			continue
-		}
-		if w.dirty {
-			out = a.emit(now, k, w, out)
-		}
-		if w.touched <= drop {
-			delete(a.windows, k)
+	if len(due) > 0 {
+		out = a.emitSorted(now, due, nil)
+	}
+	clear(due)
+	a.scratch = due[:0]
+
+	nowNs := now.UnixNano()
+	for len(a.expiry) > 0 && a.expiry[0].at <= nowNs {
+		w := a.expiry.pop().w
+		w.expiry = false
+		switch {
+		case !w.held:
+		case w.dirty: // queued to close again; pushed back after that
+		case w.touched <= drop && w.minute+MinuteMillis <= wm:
+			a.drop(w)
+		default: // touched again (a duplicate row) since it was pushed
+			w.expiry = true
+			a.expiry.push(expiryEntry{at: max(a.dropAt(w), nowNs+1), w: w})
 		}
 	}
-	if len(a.windows) > a.cfg.MaxWindows {
+	if a.n > a.cfg.MaxWindows {
 		out = a.evict(now, out)
+		sortRows(out)
 	}
-	sortRows(out)
 	return out
 }
 
 // evict drops windows, oldest minute first and emitted ones before open
 // ones, until MaxWindows are left; an open window is emitted before it goes.
 func (a *Aggregator) evict(now time.Time, out []Row) []Row {
-	keys := make([]Key, 0, len(a.windows))
-	for k := range a.windows {
-		keys = append(keys, k)
+	ws := make([]*window, 0, a.n)
+	for _, s := range a.series {
+		ws = append(ws, s.windows...)
 	}
-	slices.SortFunc(keys, func(x, y Key) int {
-		ex, ey := a.windows[x].emitted && !a.windows[x].dirty, a.windows[y].emitted && !a.windows[y].dirty
+	slices.SortFunc(ws, func(x, y *window) int {
+		ex, ey := x.emitted && !x.dirty, y.emitted && !y.dirty
 		if ex != ey {
 			if ex {
 				return -1
 			}
 			return 1
 		}
-		return compareKeys(x, y)
+		return compareWindows(x, y)
 	})
-	for _, k := range keys[:len(keys)-a.cfg.MaxWindows] {
-		w := a.windows[k]
+	for _, w := range ws[:len(ws)-a.cfg.MaxWindows] {
 		if w.dirty {
-			out = a.emit(now, k, w, out)
+			out = a.emit(now, w, out)
 		}
-		delete(a.windows, k)
+		a.drop(w)
 		a.stats.Evicted++
 	}
 	return out
@@ -303,14 +467,36 @@ func (a *Aggregator) evict(now time.Time, out []Row) []Row {
 // Flush emits every window that changed since its last emission, open or
 // not: the last call before shutdown, so that nothing held is lost.
 func (a *Aggregator) Flush(now time.Time) []Row {
-	var out []Row
-	for k, w := range a.windows {
-		if w.dirty {
-			out = a.emit(now, k, w, out)
+	var due []*window
+	for _, ws := range a.closing {
+		for _, w := range ws {
+			if w.held && w.dirty {
+				due = append(due, w)
+			}
 		}
 	}
-	sortRows(out)
-	return out
+	if len(due) == 0 {
+		return nil
+	}
+	return a.emitSorted(now, due, nil)
+}
+
+func compareWindows(x, y *window) int {
+	if c := cmp.Compare(x.minute, y.minute); c != 0 {
+		return c
+	}
+	if x.s != y.s {
+		if c := strings.Compare(x.s.tenant, y.s.tenant); c != 0 {
+			return c
+		}
+		if c := strings.Compare(x.s.device, y.s.device); c != 0 {
+			return c
+		}
+	}
+	if c := strings.Compare(x.metric, y.metric); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.part, y.part)
 }
 
 func compareKeys(x, y Key) int {
