@@ -14,27 +14,41 @@ const codecVersion = 1
 var ErrCorrupt = errors.New("corrupt rollup rows")
 
 // EncodeRows appends the binary form of rows to b: the durable outbox's
-// record format.
+// record format, and (a list of one) the embedded rollup store's value.
 func EncodeRows(b []byte, rows []Row) []byte {
 	b = append(b, codecVersion)
 	b = binary.AppendUvarint(b, uint64(len(rows)))
-	for _, r := range rows {
-		for _, s := range []string{r.Tenant, r.Device, r.Metric} {
-			b = binary.AppendUvarint(b, uint64(len(s)))
-			b = append(b, s...)
-		}
-		b = binary.AppendVarint(b, r.Minute)
-		b = binary.BigEndian.AppendUint16(b, r.Writer)
-		b = binary.AppendUvarint(b, r.Part)
-		b = binary.AppendUvarint(b, r.Count)
-		for _, f := range []float64{r.Sum, r.Min, r.Max, r.FirstValue, r.LastValue} {
-			b = binary.BigEndian.AppendUint64(b, math.Float64bits(f))
-		}
-		b = binary.AppendVarint(b, r.FirstTS)
-		b = binary.AppendVarint(b, r.LastTS)
-		b = binary.AppendUvarint(b, r.Version)
+	for i := range rows {
+		b = appendRow(b, &rows[i])
 	}
 	return b
+}
+
+// EncodeRow appends the binary form of a list of the one row r.
+func EncodeRow(b []byte, r *Row) []byte {
+	return appendRow(append(b, codecVersion, 1), r)
+}
+
+func appendRow(b []byte, r *Row) []byte {
+	b = appendStr(b, r.Tenant)
+	b = appendStr(b, r.Device)
+	b = appendStr(b, r.Metric)
+	b = binary.AppendVarint(b, r.Minute)
+	b = binary.BigEndian.AppendUint16(b, r.Writer)
+	b = binary.AppendUvarint(b, r.Part)
+	b = binary.AppendUvarint(b, r.Count)
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Sum))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Min))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Max))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.FirstValue))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.LastValue))
+	b = binary.AppendVarint(b, r.FirstTS)
+	b = binary.AppendVarint(b, r.LastTS)
+	return binary.AppendUvarint(b, r.Version)
+}
+
+func appendStr(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
 type decoder struct {
@@ -101,6 +115,41 @@ func (d *decoder) fixed(n int, what string) []byte {
 	return v
 }
 
+// skipStr steps over a string without copying it.
+func (d *decoder) skipStr(what string) {
+	n := d.uvarint(what)
+	if d.err != nil {
+		return
+	}
+	if uint64(len(d.b)) < n {
+		d.fail(what)
+		return
+	}
+	d.b = d.b[n:]
+}
+
+// row decodes one row into r; with keys false it steps over the three
+// strings of the key instead of copying them.
+func (d *decoder) row(r *Row, keys bool) {
+	if keys {
+		r.Tenant, r.Device, r.Metric = d.str("tenant"), d.str("device"), d.str("metric")
+	} else {
+		d.skipStr("tenant")
+		d.skipStr("device")
+		d.skipStr("metric")
+	}
+	r.Minute = d.varint("minute")
+	r.Writer = binary.BigEndian.Uint16(d.fixed(2, "writer"))
+	r.Part = d.uvarint("part")
+	r.Count = d.uvarint("count")
+	fs := [5]*float64{&r.Sum, &r.Min, &r.Max, &r.FirstValue, &r.LastValue}
+	for _, f := range fs {
+		*f = math.Float64frombits(binary.BigEndian.Uint64(d.fixed(8, "value")))
+	}
+	r.FirstTS, r.LastTS = d.varint("first_ts"), d.varint("last_ts")
+	r.Version = d.uvarint("version")
+}
+
 // DecodeRows is the inverse of EncodeRows.
 func DecodeRows(b []byte) ([]Row, error) {
 	if len(b) == 0 || b[0] != codecVersion {
@@ -114,17 +163,7 @@ func DecodeRows(b []byte) ([]Row, error) {
 	rows := make([]Row, 0, n)
 	for range n {
 		var r Row
-		r.Tenant, r.Device, r.Metric = d.str("tenant"), d.str("device"), d.str("metric")
-		r.Minute = d.varint("minute")
-		r.Writer = binary.BigEndian.Uint16(d.fixed(2, "writer"))
-		r.Part = d.uvarint("part")
-		r.Count = d.uvarint("count")
-		fs := [5]*float64{&r.Sum, &r.Min, &r.Max, &r.FirstValue, &r.LastValue}
-		for _, f := range fs {
-			*f = math.Float64frombits(binary.BigEndian.Uint64(d.fixed(8, "value")))
-		}
-		r.FirstTS, r.LastTS = d.varint("first_ts"), d.varint("last_ts")
-		r.Version = d.uvarint("version")
+		d.row(&r, true)
 		if d.err != nil {
 			return nil, d.err
 		}
@@ -134,4 +173,40 @@ func DecodeRows(b []byte) ([]Row, error) {
 		return nil, fmt.Errorf("%d trailing bytes: %w", len(d.b), ErrCorrupt)
 	}
 	return rows, nil
+}
+
+// DecodeRow decodes what EncodeRow wrote: a list of exactly one row.
+func DecodeRow(b []byte) (Row, error) {
+	var r Row
+	err := decodeOne(b, &r, true)
+	return r, err
+}
+
+// RowVersion returns the version of the one row that b (as EncodeRow wrote
+// it) holds, checking the whole encoding as DecodeRow does but copying
+// nothing: what a merge of stored rows needs.
+func RowVersion(b []byte) (uint64, error) {
+	var r Row
+	err := decodeOne(b, &r, false)
+	return r.Version, err
+}
+
+func decodeOne(b []byte, r *Row, keys bool) error {
+	if len(b) == 0 || b[0] != codecVersion {
+		return fmt.Errorf("version: %w", ErrCorrupt)
+	}
+	d := decoder{b: b[1:]}
+	if n := d.uvarint("row count"); d.err == nil && n != 1 {
+		return fmt.Errorf("row count %d, want 1: %w", n, ErrCorrupt)
+	}
+	d.row(r, keys)
+	if d.err != nil {
+		*r = Row{}
+		return d.err
+	}
+	if len(d.b) != 0 {
+		*r = Row{}
+		return fmt.Errorf("%d trailing bytes: %w", len(d.b), ErrCorrupt)
+	}
+	return nil
 }

@@ -303,11 +303,62 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
+func TestDecodeRowAndVersion(t *testing.T) {
+	r := Row{Key: Key{Tenant: "acme", Device: "pump-7", Metric: "temp", Minute: ms(time.Minute)}, Writer: 2, Part: 77, Count: 6,
+		Sum: 12.5, Min: 1, Max: 4, FirstTS: ms(time.Minute), FirstValue: 1, LastTS: ms(110 * time.Second), LastValue: 4, Version: 1 << 62}
+	one := EncodeRow(nil, &r)
+	two := EncodeRows(nil, []Row{r, r})
+	tests := []struct {
+		name    string
+		b       []byte
+		wantErr bool
+	}{
+		{name: "one row", b: one},
+		{name: "same bytes as a list of one", b: EncodeRows(nil, []Row{r})},
+		{name: "two rows", b: two, wantErr: true},
+		{name: "no rows", b: EncodeRows(nil, nil), wantErr: true},
+		{name: "empty", b: nil, wantErr: true},
+		{name: "bad version byte", b: append([]byte{9}, one[1:]...), wantErr: true},
+		{name: "truncated in the key", b: one[:6], wantErr: true},
+		{name: "truncated in the version", b: one[:len(one)-1], wantErr: true},
+		{name: "trailing byte", b: append(append([]byte(nil), one...), 0), wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DecodeRow(tc.b)
+			ver, verr := RowVersion(tc.b)
+			if tc.wantErr {
+				if err == nil || verr == nil {
+					t.Fatalf("DecodeRow err %v, RowVersion err %v: want both to fail", err, verr)
+				}
+				return
+			}
+			if err != nil || verr != nil {
+				t.Fatalf("DecodeRow err %v, RowVersion err %v", err, verr)
+			}
+			if diff := cmp.Diff(r, got); diff != "" {
+				t.Errorf("DecodeRow (-want +got):\n%s", diff)
+			}
+			if ver != r.Version {
+				t.Errorf("RowVersion = %d, want %d", ver, r.Version)
+			}
+		})
+	}
+}
+
 func FuzzDecodeRows(f *testing.F) {
 	f.Add(EncodeRows(nil, []Row{{Key: Key{Tenant: "t", Device: "d", Metric: "m"}, Count: 1}}))
 	f.Add([]byte{1, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rows, err := DecodeRows(b)
+		// DecodeRow and RowVersion accept exactly the lists of one row.
+		one, oneErr := DecodeRow(b)
+		ver, verErr := RowVersion(b)
+		if single := err == nil && len(rows) == 1; single != (oneErr == nil) || single != (verErr == nil) {
+			t.Fatalf("DecodeRows: %d rows, err %v; DecodeRow err %v; RowVersion err %v", len(rows), err, oneErr, verErr)
+		} else if single && (!cmp.Equal(one, rows[0], cmpopts.EquateNaNs()) || ver != rows[0].Version) {
+			t.Fatalf("DecodeRow %+v, RowVersion %d; DecodeRows %+v", one, ver, rows[0])
+		}
 		if err != nil {
 			return
 		}

@@ -4,6 +4,8 @@ import (
 	"io"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicehq/sluice/internal/rollup"
 )
 
 // Rows are written as merge operands, each an encoded row with its version.
@@ -28,17 +30,19 @@ type latestRow struct {
 	valid bool
 }
 
-// take keeps value if it outranks what m holds.
+// take keeps value if it outranks what m holds. It reads only the version
+// (checking the whole encoding, copying nothing), and copies value into its
+// own buffer because the caller keeps ownership of it.
 func (m *latestRow) take(value []byte) {
-	r, err := decode(value)
+	ver, err := rollup.RowVersion(value)
 	valid := err == nil
 	switch {
-	case m.best == nil, valid && (!m.valid || r.Version > m.ver):
+	case m.best == nil, valid && (!m.valid || ver > m.ver):
 	default:
 		return
 	}
-	m.best = append(m.best[:0:0], value...)
-	m.ver, m.valid = r.Version, valid
+	m.best = append(m.best[:0], value...)
+	m.ver, m.valid = ver, valid
 }
 
 func (m *latestRow) MergeNewer(value []byte) error { m.take(value); return nil }

@@ -74,11 +74,11 @@ func appendKey(b []byte, r rollup.Row) []byte {
 }
 
 func decode(v []byte) (rollup.Row, error) {
-	rows, err := rollup.DecodeRows(v)
-	if err != nil || len(rows) != 1 {
-		return rollup.Row{}, fmt.Errorf("decode rollup entry: %w", rollup.ErrCorrupt)
+	r, err := rollup.DecodeRow(v)
+	if err != nil {
+		return rollup.Row{}, fmt.Errorf("decode rollup entry: %w", err)
 	}
-	return rows[0], nil
+	return r, nil
 }
 
 // Insert keeps, for each row, the highest version of it, durably. It reads
@@ -91,9 +91,9 @@ func (s *Store) Insert(ctx context.Context, rows []rollup.Row) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	var k, v []byte
-	for _, r := range rows {
-		k = appendKey(k[:0], r)
-		v = rollup.EncodeRows(v[:0], []rollup.Row{r})
+	for i := range rows {
+		k = appendKey(k[:0], rows[i])
+		v = rollup.EncodeRow(v[:0], &rows[i])
 		if err := b.Merge(k, v, nil); err != nil {
 			return fmt.Errorf("insert rollup rows: %w", err)
 		}

@@ -1,0 +1,107 @@
+package rollupstore
+
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/rollup"
+)
+
+func TestLatestMerger(t *testing.T) {
+	enc := func(count, version uint64) []byte {
+		r := row("acme", "pump-1", "temp", 60_000, count, version)
+		return rollup.EncodeRows(nil, []rollup.Row{r})
+	}
+	corrupt := []byte{1, 1, 200}
+	tests := []struct {
+		name      string
+		operands  [][]byte // oldest first
+		wantCount uint64   // count of the row kept; 0 with wantBad
+		wantBad   bool     // the result is the corrupt operand
+	}{
+		{name: "one operand", operands: [][]byte{enc(3, 5)}, wantCount: 3},
+		{name: "newer version wins", operands: [][]byte{enc(3, 5), enc(4, 6)}, wantCount: 4},
+		{name: "older version arriving later loses", operands: [][]byte{enc(4, 6), enc(3, 5)}, wantCount: 4},
+		{name: "a tombstone of a higher version wins", operands: [][]byte{enc(4, 6), enc(0, 7), enc(9, 6)}, wantCount: 0},
+		{name: "corrupt ranks below valid, before", operands: [][]byte{corrupt, enc(2, 1)}, wantCount: 2},
+		{name: "corrupt ranks below valid, after", operands: [][]byte{enc(2, 1), corrupt}, wantCount: 2},
+		{name: "only corrupt is kept as is", operands: [][]byte{corrupt}, wantBad: true},
+	}
+	for _, tc := range tests {
+		for _, newer := range []bool{true, false} {
+			name := tc.name + "/merge older"
+			if newer {
+				name = tc.name + "/merge newer"
+			}
+			t.Run(name, func(t *testing.T) {
+				// Pebble hands operands either newest-first (MergeOlder) or
+				// oldest-first (MergeNewer); the result must not depend on it.
+				ops := tc.operands
+				first, rest := ops[0], ops[1:]
+				if !newer {
+					first = ops[len(ops)-1]
+					rest = nil
+					for i := len(ops) - 2; i >= 0; i-- {
+						rest = append(rest, ops[i])
+					}
+				}
+				buf := append([]byte(nil), first...)
+				vm, err := latestMerger.Merge(nil, buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				clear(buf) // the merger must have copied what it keeps
+				for _, op := range rest {
+					b := append([]byte(nil), op...)
+					if newer {
+						err = vm.MergeNewer(b)
+					} else {
+						err = vm.MergeOlder(b)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					clear(b)
+				}
+				out, _, err := vm.Finish(true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := decode(out)
+				if tc.wantBad {
+					if err == nil {
+						t.Fatalf("result decodes: %+v", got)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Count != tc.wantCount {
+					t.Errorf("kept count %d, want %d", got.Count, tc.wantCount)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkMerge measures the merge of four versions of a row (a window
+// emitted and re-emitted), what reads and compactions of the store do.
+func BenchmarkMerge(b *testing.B) {
+	var ops [][]byte
+	for v := range uint64(4) {
+		r := row("acme", "device-000123", "temperature", 1_740_000_000_000, 6+v, 1_740_000_000_000_000_000+v)
+		ops = append(ops, rollup.EncodeRows(nil, []rollup.Row{r}))
+	}
+	for b.Loop() {
+		vm, err := latestMerger.Merge(nil, ops[0])
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, op := range ops[1:] {
+			_ = vm.MergeNewer(op)
+		}
+		if _, _, err := vm.Finish(true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
