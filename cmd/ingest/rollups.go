@@ -24,8 +24,9 @@ import (
 )
 
 // rollups is the running rollup pipeline of a gateway: the feed on the
-// sink's commit hook, its outbox, and the backend it ships to and the
-// rollup endpoints read from. A nil *rollups (rollups.enabled: false) does
+// sink's commit hook, its outbox (every row on its way to ClickHouse; with
+// the embedded store only rows whose write failed), and the backend it
+// ships to and the rollup endpoints read from. A nil *rollups (rollups.enabled: false) does
 // nothing.
 type rollups struct {
 	feed    *rollupfeed.Feed
@@ -79,7 +80,13 @@ func startRollups(cfg config.Config, st reader.Store, logger *slog.Logger, reg p
 	if days, err := ob.Dirty(); err == nil && len(days) > 0 {
 		logger.Warn("rollups of these days are incomplete; run `query rollups rebuild` for them", "days", fmt.Sprint(days))
 	}
-	r.feed = rollupfeed.New(cfg.Rollups, uint16(cfg.Buckets.Writer), ob, dst, time.Now, logger, reg)
+	var opts []rollupfeed.Option
+	if r.emb != nil {
+		// Local and durable: no outbox write per row; the outbox keeps only
+		// rows whose insert failed, and the dirty days.
+		opts = append(opts, rollupfeed.WithLocalBackend())
+	}
+	r.feed = rollupfeed.New(cfg.Rollups, uint16(cfg.Buckets.Writer), ob, dst, time.Now, logger, reg, opts...)
 	r.api = rollupapi.New(raw, dst, func() rollupapi.StatusJSON {
 		d := ob.Depth()
 		st := rollupapi.StatusJSON{Backend: backend, OutboxRows: d.Rows, OutboxBytes: d.Bytes, DirtyDays: []string{}}

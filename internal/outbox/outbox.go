@@ -1,8 +1,10 @@
 // Package outbox is a bounded, durable FIFO of records waiting to be
-// delivered elsewhere: the rollup rows that wait for ClickHouse. It keeps its
-// records in a small Pebble database of its own (under data_dir/outbox), so
-// they survive a restart or a crash; Append returns only once the record is
-// synced to disk.
+// delivered elsewhere: the rollup rows that wait for ClickHouse (with the
+// embedded rollup store, only rows whose direct write failed, waiting to be
+// retried). It keeps its records in a small Pebble database of its own
+// (under data_dir/outbox), so they survive a restart or a crash; Append
+// returns only once the record is synced to disk, and does not keep the
+// payload it was given.
 //
 // The outbox is bounded by the bytes of the records it holds. When a record
 // does not fit, Append returns ErrFull and stores nothing: the caller decides

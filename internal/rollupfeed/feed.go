@@ -24,6 +24,16 @@
 // while the outbox fills. Inserting a row twice is harmless (the backend
 // keeps the highest version), so a crash between insert and acknowledgement
 // costs nothing but a repeat.
+//
+// A local backend (the embedded rollup store, WithLocalBackend) is itself
+// durable on this disk, so the outbox in front of it would only write every
+// row twice: the aggregator inserts emitted rows into it directly, on the
+// flush tick, with the same bounded batches. Only rows whose insert failed
+// go to the outbox, where the shipper retries them like any other record
+// (and past a full outbox they are dropped and their days marked dirty, as
+// above). The shipper also drains records left in the outbox by an earlier
+// run. Shutdown flushes every window held the same way, before Close
+// returns.
 package rollupfeed
 
 import (
@@ -101,6 +111,7 @@ type Inserter interface {
 }
 
 // Outbox is the durable queue between the aggregator and the shipper.
+// Append must not keep payload: the feed reuses its buffer.
 type Outbox interface {
 	Append(payload []byte, rows int) error
 	Peek(maxRows int) ([]outbox.Record, error)
@@ -127,13 +138,28 @@ type Feed struct {
 	stopShp context.CancelFunc
 	shpDone chan struct{}
 
+	local        bool      // insert emitted rows into dst directly
+	localLogged  time.Time // last log of a failed local insert (aggregator goroutine)
+	localFailing bool
+
 	mu     sync.Mutex // guards lost and closed
 	lost   map[model.Day]struct{}
 	closed bool
 }
 
+// Option changes how a Feed works.
+type Option func(*Feed)
+
+// WithLocalBackend says that the Inserter is local and durable (the
+// embedded rollup store): emitted rows are inserted into it directly
+// instead of through the outbox, which then only holds rows whose insert
+// failed (see the package comment).
+func WithLocalBackend() Option {
+	return func(f *Feed) { f.local = true }
+}
+
 // New starts a feed for writer id writer.
-func New(cfg Config, writer uint16, ob Outbox, dst Inserter, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer) *Feed {
+func New(cfg Config, writer uint16, ob Outbox, dst Inserter, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer, opts ...Option) *Feed {
 	f := &Feed{
 		cfg: cfg, ob: ob, dst: dst, now: now, logger: logger,
 		in:      make(chan *store.Batch, cfg.QueueBatches),
@@ -142,6 +168,9 @@ func New(cfg Config, writer uint16, ob Outbox, dst Inserter, now func() time.Tim
 		aggDone: make(chan struct{}),
 		shpDone: make(chan struct{}),
 		lost:    make(map[model.Day]struct{}),
+	}
+	for _, o := range opts {
+		o(f)
 	}
 	f.m = newMetrics(reg, ob)
 	f.shipCtx, f.stopShp = context.WithCancel(context.Background())
@@ -236,13 +265,21 @@ func (f *Feed) aggregate(agg *rollup.Aggregator) {
 	}
 }
 
-// store appends rows to the outbox in records of at most BatchRows rows.
+// store hands emitted rows on in chunks of at most BatchRows rows: into a
+// local backend directly, else (or when that insert fails) to the outbox.
 func (f *Feed) store(rows []rollup.Row) {
+	var buf []byte
+	queued := false
 	for len(rows) > 0 {
 		n := min(len(rows), f.cfg.BatchRows)
 		chunk := rows[:n]
 		rows = rows[n:]
-		err := f.ob.Append(rollup.EncodeRows(nil, chunk), len(chunk))
+		if f.local && f.insertLocal(chunk) {
+			continue
+		}
+		queued = true
+		buf = rollup.EncodeRows(buf[:0], chunk)
+		err := f.ob.Append(buf, len(chunk))
 		if err != nil {
 			reason := "outbox_error"
 			if errors.Is(err, outbox.ErrFull) {
@@ -258,7 +295,31 @@ func (f *Feed) store(rows []rollup.Row) {
 			continue
 		}
 	}
-	f.signal()
+	if queued {
+		f.signal()
+	}
+}
+
+// insertLocal inserts rows into the local backend and reports whether it
+// did. A failure is counted and logged (at most every 30 s while it lasts);
+// the caller then queues the rows in the outbox, whose shipper retries them.
+func (f *Feed) insertLocal(rows []rollup.Row) bool {
+	err := f.dst.Insert(f.shipCtx, rows)
+	if err == nil {
+		f.m.shipped.Add(float64(len(rows)))
+		if f.localFailing {
+			f.logger.Info("rollup store writable again")
+			f.localFailing = false
+		}
+		return true
+	}
+	f.m.shipErrors.Inc()
+	if !f.localFailing || time.Since(f.localLogged) > 30*time.Second {
+		f.logger.Error("insert rollup rows into the rollup store; they wait in the outbox to be retried", "rows", len(rows), "err", err)
+		f.localLogged = time.Now()
+	}
+	f.localFailing = true
+	return false
 }
 
 // persistLost writes the dirty days to the outbox.

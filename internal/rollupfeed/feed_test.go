@@ -144,7 +144,11 @@ func newRig(t *testing.T, dst Inserter) *rig {
 	cfg.AllowedLateness, cfg.KeepClosed, cfg.FlushInterval = 0, time.Minute, 20*time.Millisecond
 	cfg.BatchRows = 500
 	reg := prometheus.NewRegistry()
-	feed := New(cfg, 0, ob, dst, time.Now, testLogger(), reg)
+	var opts []Option
+	if _, ok := dst.(*rollupstore.Store); ok {
+		opts = append(opts, WithLocalBackend()) // as the gateway runs it
+	}
+	feed := New(cfg, 0, ob, dst, time.Now, testLogger(), reg, opts...)
 	scfg := sink.DefaultConfig()
 	sk := sink.New(scfg, buckets.DefaultConfig(), raw, quiet, reg, sink.WithOnCommit(feed.Observe))
 	r := &rig{raw: raw, ob: ob, feed: feed, sink: sk, reg: reg}
