@@ -27,7 +27,11 @@ type Store struct {
 
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, logger *slog.Logger) (*Store, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{logger}, FormatMajorVersion: pebble.FormatNewest, Merger: latestMerger})
+	// A larger memtable than Pebble's 4 MiB: rows reach the store as a
+	// steady stream of small synced batches, and each flush of a small
+	// memtable is an L0 table to compact again.
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{logger}, FormatMajorVersion: pebble.FormatNewest, Merger: latestMerger,
+		MemTableSize: 32 << 20})
 	if err != nil {
 		return nil, fmt.Errorf("open rollup store %q: %w", dir, err)
 	}
