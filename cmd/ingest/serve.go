@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpingest"
 	"github.com/sluicehq/sluice/internal/readapi"
@@ -63,12 +64,13 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	}
 	defer stopRetention() // before the rollup and raw stores close
 	mqttBuckets(&cfg, logger)
+	cfg.Buckets.Reserve = buckets.DefaultReserve(cfg.Buckets)
 	sk := sink.New(cfg.Sink, cfg.Buckets, st, logger.With("component", "sink"), reg, ru.sinkOptions()...)
 	ingest := httpingest.New(httpingest.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxDecompressedBytes: cfg.HTTP.MaxDecompressedBytes, Limits: cfg.Limits.Decode(),
 		Horizon: horizon(cfg.Retention),
 	}, sk, time.Now, logger.With("component", "http"), reg)
-	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"))
+	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), readapi.WithSettle(sk.Settle))
 	stopMQTT, err := startMQTT(cfg, sk, logger, reg)
 	if err != nil {
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)

@@ -39,6 +39,24 @@
 // a series-day with R rows has at most ceil(R/(MaxRows-u+1)) partitions when
 // the row bound binds (ceil(R/MaxRows) for one-row units), and likewise for
 // bytes when the byte bound binds first.
+//
+// # Catalogue entries ahead of the rows
+//
+// A catalogue entry must be stored, in the same atomic commit, before any
+// row it describes is acknowledged: otherwise readers could miss the row,
+// and a planner reloaded after a crash could overfill the partition. Written
+// exactly, that is one entry per partition touched per commit: with many
+// devices sending a reading each, as many entries as readings. With a
+// Reserve, an entry claims more than the partition holds: Reserve.Rows more
+// rows and Reserve.Bytes more bytes (never past the bounds) and a time range
+// widened by Reserve.Span on each side (within the day). Later rows that fit
+// in the claim need no new entry. Every stored entry is therefore an upper
+// bound on its partition's rows and bytes and a superset of its time range:
+// readers still find every row, and a planner that reloads it counts at
+// least what the partition holds, so the bound still holds (a partition may
+// close up to Reserve.Rows early after a reload). Settle writes exact entries
+// again once partitions are idle, at shutdown, and on demand (the partitions
+// listing asks for it); a closed partition's entry is always exact.
 package buckets
 
 import (
@@ -99,6 +117,24 @@ type Config struct {
 	// configuration key: the composition root sets it for stores that
 	// several gateways may write at once.
 	PerWriterSingle bool `mapstructure:"-"`
+	// Reserve lets catalogue entries run ahead of their partitions (see
+	// "Catalogue entries ahead of the rows" above). The zero value writes
+	// every change exactly. It is not a configuration key: the composition
+	// root sets DefaultReserve.
+	Reserve Reserve `mapstructure:"-"`
+}
+
+// Reserve is how far a catalogue entry is written ahead of its partition.
+type Reserve struct {
+	Rows  int64 // rows beyond the partition's count
+	Bytes int64 // bytes beyond its size
+	Span  int64 // milliseconds each side of its time range, within the day
+}
+
+// DefaultReserve returns the reserve the gateway runs with: a 64th of each
+// bound, and 15 minutes.
+func DefaultReserve(c Config) Reserve {
+	return Reserve{Rows: c.MaxRows / 64, Bytes: c.MaxBytes / 64, Span: 15 * 60_000}
 }
 
 // DefaultConfig returns the production defaults.
@@ -128,32 +164,50 @@ func (c Config) Validate() error {
 // split partitions one series-day can have.
 var ErrSplitsExhausted = errors.New("series-day has used every split partition id")
 
-type seriesDay struct {
-	parts  []model.PartitionInfo // every partition of the series-day, as known
-	active int                   // index in parts of the partition this writer fills, -1 if none
-	maxSeq int                   // highest split sequence number this writer used
-	single bool                  // this writer opened its single partition
+// Partition is the planner's state of one partition: what it holds (exact,
+// every row placed so far) and the catalogue entry last handed out for it.
+// The sink uses it as a handle: a pointer stays the same while the
+// series-day stays loaded.
+type Partition struct {
+	info  model.PartitionInfo // exact
+	saved model.PartitionInfo // the entry last handed out, if has
+	has   bool
+	dirty bool   // queued in Planner.dirty
+	epoch uint64 // settle epoch of the last row placed
+}
+
+// Key returns the partition's key.
+func (pt *Partition) Key() model.PartitionKey { return pt.info.Key }
+
+// Entry is a catalogue entry to persist, with the partition it describes.
+type Entry struct {
+	Part *Partition
+	Info model.PartitionInfo
+}
+
+// Series is the planner's state of one series-day.
+type Series struct {
+	parts  []*Partition // every partition of the series-day, as known
+	active *Partition   // the partition this writer fills, nil if none
+	maxSeq int          // highest split sequence number this writer used
+	single bool         // this writer opened its single partition
 }
 
 // Planner assigns rows to partitions. It is not safe for concurrent use: the
 // sink's single flusher owns it.
 type Planner struct {
 	cfg   Config
-	days  map[model.SeriesDay]*seriesDay
-	dirty map[model.PartitionKey]dirtyRef
-}
-
-// dirtyRef points at a changed catalogue entry. It holds the series-day
-// itself, so an entry stays reachable even if the series-day is evicted
-// before TakeDirty.
-type dirtyRef struct {
-	s *seriesDay
-	i int
+	days  map[model.SeriesDay]*Series
+	dirty []*Partition
+	// ahead holds the partitions whose last entry was written ahead of them
+	// (wider than exact), or not stored at all: Settle writes them exactly.
+	ahead map[*Partition]struct{}
+	epoch uint64
 }
 
 // New returns a planner with no series-day loaded.
 func New(cfg Config) *Planner {
-	return &Planner{cfg: cfg, days: make(map[model.SeriesDay]*seriesDay), dirty: make(map[model.PartitionKey]dirtyRef)}
+	return &Planner{cfg: cfg, days: make(map[model.SeriesDay]*Series), ahead: make(map[*Partition]struct{})}
 }
 
 // Known reports whether the series-day's catalogue is loaded.
@@ -162,17 +216,22 @@ func (p *Planner) Known(sd model.SeriesDay) bool {
 	return ok
 }
 
+// Lookup returns the state of a loaded series-day, or nil.
+func (p *Planner) Lookup(sd model.SeriesDay) *Series { return p.days[sd] }
+
 // Len returns the number of series-days held in memory.
 func (p *Planner) Len() int { return len(p.days) }
 
-// Load installs the catalogue of a series-day, as read from the store. It
-// must be called before the first Assign for that series-day. It never
-// evicts: a caller loads every series-day of a round, then assigns, and a
-// series-day it loaded or found Known must stay loaded until TakeDirty.
-func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) {
-	s := &seriesDay{active: -1}
-	s.parts = append(s.parts, parts...)
-	for i, pi := range s.parts {
+// Load installs the catalogue of a series-day, as read from the store, and
+// returns its state. It must be called before the first Assign for that
+// series-day. It never evicts: a caller loads every series-day of a round,
+// then assigns, and a series-day it loaded or found Known must stay loaded
+// until TakeDirty.
+func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
+	s := &Series{parts: make([]*Partition, 0, len(parts))}
+	for _, pi := range parts {
+		pt := &Partition{info: pi, saved: pi, has: true}
+		s.parts = append(s.parts, pt)
 		if !p.ownedBy(pi.Key.Sub) {
 			continue
 		}
@@ -185,11 +244,12 @@ func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) {
 			continue
 		}
 		// The open partition of this writer: the single one, or its newest split.
-		if s.active < 0 || pi.Key.Sub > s.parts[s.active].Key.Sub {
-			s.active = i
+		if s.active == nil || pi.Key.Sub > s.active.info.Key.Sub {
+			s.active = pt
 		}
 	}
 	p.days[sd] = s
+	return s
 }
 
 // ownedBy reports whether this writer may add rows to sub-bucket sub: its
@@ -202,15 +262,23 @@ func (p *Planner) ownedBy(sub uint32) bool {
 }
 
 // evict forgets series-days until at most MaxSeriesDays remain, then about a
-// tenth more, so that it does not run on every round. Their state is
-// reloaded from the catalogue on their next write (after the commits that
-// hold their changes), so forgetting is always safe.
+// tenth more, so that it does not run on every round. Only series-days whose
+// entries are all stored exactly are forgotten (the others are settled
+// first, see Settle). Their state is reloaded from the catalogue on their
+// next write (after the commits that hold their changes), so forgetting
+// them is safe.
 func (p *Planner) evict() {
 	if len(p.days) <= p.cfg.MaxSeriesDays {
 		return
 	}
 	n := len(p.days) - p.cfg.MaxSeriesDays + p.cfg.MaxSeriesDays/10
-	for k := range p.days {
+next:
+	for k, s := range p.days {
+		for _, pt := range s.parts {
+			if _, ok := p.ahead[pt]; ok || pt.dirty {
+				continue next
+			}
+		}
 		delete(p.days, k)
 		if n--; n <= 0 {
 			return
@@ -218,27 +286,38 @@ func (p *Planner) evict() {
 	}
 }
 
-// Assign picks the partition for rows rows (the cells of one reading, or one
-// audit event) of size bytes with timestamp ts, so that a reading is never
-// split across partitions. It records the rows in that partition's
-// catalogue entry (see TakeDirty) and returns the partition's key. The
-// series-day must be loaded.
+// Assign is Place for a series-day given by its key, returning the key of
+// the partition.
 func (p *Planner) Assign(sd model.SeriesDay, ts int64, rows, bytes int64) (model.PartitionKey, error) {
 	s, ok := p.days[sd]
 	if !ok {
 		return model.PartitionKey{}, fmt.Errorf("series-day %v not loaded", sd)
 	}
-	if s.active >= 0 && !p.fits(s.parts[s.active], rows, bytes) {
-		s.parts[s.active].Closed = true
-		p.markDirty(s, s.active)
-		s.active = -1
+	pt, err := p.Place(sd, s, ts, rows, bytes)
+	if err != nil {
+		return model.PartitionKey{}, err
 	}
-	if s.active < 0 {
+	return pt.info.Key, nil
+}
+
+// Place picks the partition of loaded series-day s (whose key is sd) for
+// rows rows (the cells of one reading, or one audit event) of size bytes
+// with timestamp ts, so that a reading is never split across partitions. It
+// records the rows in the partition's state (see TakeEntries) and returns
+// it.
+func (p *Planner) Place(sd model.SeriesDay, s *Series, ts int64, rows, bytes int64) (*Partition, error) {
+	if s.active != nil && !p.fits(s.active.info, rows, bytes) {
+		s.active.info.Closed = true
+		p.touch(s.active)
+		s.active = nil
+	}
+	if s.active == nil {
 		if err := p.open(sd, s); err != nil {
-			return model.PartitionKey{}, err
+			return nil, err
 		}
 	}
-	pi := &s.parts[s.active]
+	pt := s.active
+	pi := &pt.info
 	if pi.Rows == 0 || ts < pi.MinTS {
 		pi.MinTS = ts
 	}
@@ -247,25 +326,118 @@ func (p *Planner) Assign(sd model.SeriesDay, ts int64, rows, bytes int64) (model
 	}
 	pi.Rows += rows
 	pi.Bytes += bytes
-	p.markDirty(s, s.active)
-	return pi.Key, nil
+	p.touch(pt)
+	return pt, nil
 }
 
-func (p *Planner) markDirty(s *seriesDay, i int) {
-	p.dirty[s.parts[i].Key] = dirtyRef{s: s, i: i}
-}
-
-// TakeDirty returns a copy of every catalogue entry changed since the last
-// call, in no particular order, and forgets them. The sink writes them in the
-// same atomic commit as the rows that changed them. It ends a round: when
-// more than MaxSeriesDays series-days are held, it evicts some.
-func (p *Planner) TakeDirty() []model.PartitionInfo {
-	out := make([]model.PartitionInfo, 0, len(p.dirty))
-	for k, d := range p.dirty {
-		out = append(out, d.s.parts[d.i])
-		delete(p.dirty, k)
+func (p *Planner) touch(pt *Partition) {
+	pt.epoch = p.epoch
+	if !pt.dirty {
+		pt.dirty = true
+		p.dirty = append(p.dirty, pt)
 	}
+}
+
+// TakeDirty is TakeEntries without the partitions.
+func (p *Planner) TakeDirty() []model.PartitionInfo {
+	es := p.TakeEntries(nil)
+	out := make([]model.PartitionInfo, len(es))
+	for i, e := range es {
+		out[i] = e.Info
+	}
+	return out
+}
+
+// TakeEntries appends to dst the catalogue entries that the rows placed
+// since the last call make necessary, in no particular order. The sink
+// writes them in the same atomic commit as those rows. A partition needs an
+// entry when it is new, was closed, or outgrew the entry last handed out for
+// it (more rows or bytes, or a timestamp outside its range); with a Reserve,
+// the entry is written ahead of the partition, so that most rows need none.
+// It ends a round: when more than MaxSeriesDays series-days are held, it
+// evicts some.
+func (p *Planner) TakeEntries(dst []Entry) []Entry {
+	for _, pt := range p.dirty {
+		pt.dirty = false
+		if pt.has && covers(pt.saved, pt.info) {
+			continue
+		}
+		dst = append(dst, p.save(pt, p.aheadOf(pt.info)))
+	}
+	clear(p.dirty)
+	p.dirty = p.dirty[:0]
 	p.evict()
+	return dst
+}
+
+func (p *Planner) save(pt *Partition, e model.PartitionInfo) Entry {
+	pt.saved, pt.has = e, true
+	if e != pt.info {
+		p.ahead[pt] = struct{}{}
+	} else {
+		delete(p.ahead, pt)
+	}
+	return Entry{Part: pt, Info: e}
+}
+
+// covers reports whether entry e is still true of a partition in state pi:
+// it claims at least pi's rows and bytes, a range that holds pi's, and the
+// same state.
+func covers(e, pi model.PartitionInfo) bool {
+	return e.Closed == pi.Closed && e.State == pi.State && e.Rows >= pi.Rows && e.Bytes >= pi.Bytes &&
+		e.MinTS <= pi.MinTS && e.MaxTS >= pi.MaxTS
+}
+
+// aheadOf returns the entry to write for a partition in state pi: pi
+// widened by the Reserve (within the bounds and the day), or pi itself when
+// the partition is closed or there is no Reserve.
+func (p *Planner) aheadOf(pi model.PartitionInfo) model.PartitionInfo {
+	r := p.cfg.Reserve
+	if pi.Closed || r == (Reserve{}) {
+		return pi
+	}
+	e := pi
+	e.Rows = max(pi.Rows, min(pi.Rows+r.Rows, p.cfg.MaxRows))
+	e.Bytes = max(pi.Bytes, min(pi.Bytes+r.Bytes, p.cfg.MaxBytes))
+	e.MinTS = min(pi.MinTS, max(pi.MinTS-r.Span, pi.Key.Day.Start()))
+	e.MaxTS = max(pi.MaxTS, min(pi.MaxTS+r.Span, pi.Key.Day.End()-1))
+	return e
+}
+
+// Settle returns exact entries for the partitions whose stored entry is
+// ahead of them (or was lost, see Unsave): every one when all is true,
+// else those that had no row placed since the previous call. Called every
+// interval, it makes the catalogue exact for partitions idle for one
+// interval. Call it between rounds.
+func (p *Planner) Settle(all bool) []Entry {
+	var out []Entry
+	for pt := range p.ahead {
+		if pt.dirty || !all && pt.epoch == p.epoch {
+			continue
+		}
+		out = append(out, p.save(pt, pt.info))
+	}
+	p.epoch++
+	return out
+}
+
+// Unsave is told that entries handed out for these partitions were not
+// stored (their commit failed): each is written again, exactly, by the
+// next round that places a row in it, or by the next Settle.
+func (p *Planner) Unsave(parts []*Partition) {
+	for _, pt := range parts {
+		pt.has = false
+		p.ahead[pt] = struct{}{}
+	}
+}
+
+// Resave returns the entries to write again for partitions whose earlier
+// entry was lost, for a batch that relies on them.
+func (p *Planner) Resave(parts []*Partition) []Entry {
+	out := make([]Entry, 0, len(parts))
+	for _, pt := range parts {
+		out = append(out, p.save(pt, p.aheadOf(pt.info)))
+	}
 	return out
 }
 
@@ -279,27 +451,34 @@ func (p *Planner) fits(pi model.PartitionInfo, rows, bytes int64) bool {
 // open starts the next partition of this writer: the single partition when
 // it has none yet (the shared one: when the series-day has none at all),
 // else its next split partition.
-func (p *Planner) open(sd model.SeriesDay, s *seriesDay) error {
-	if p.cfg.PerWriterSingle && !s.single || !p.cfg.PerWriterSingle && len(s.parts) == 0 {
+func (p *Planner) open(sd model.SeriesDay, s *Series) error {
+	var pt *Partition
+	switch {
+	case p.cfg.PerWriterSingle && !s.single || !p.cfg.PerWriterSingle && len(s.parts) == 0:
 		s.single = true
 		sub := uint32(0)
 		if p.cfg.PerWriterSingle {
 			sub = SingleID(uint8(p.cfg.Writer))
 		}
-		s.parts = append(s.parts, model.PartitionInfo{Key: sd.Partition(sub), State: StateSingle})
-		s.active = len(s.parts) - 1
-		return nil
-	}
-	if s.maxSeq >= maxSplitSeq {
+		pt = &Partition{info: model.PartitionInfo{Key: sd.Partition(sub), State: StateSingle}}
+	case s.maxSeq >= maxSplitSeq:
 		return fmt.Errorf("assign row of %v: %w", sd, ErrSplitsExhausted)
+	default:
+		s.maxSeq++
+		pt = &Partition{info: model.PartitionInfo{Key: sd.Partition(SubID(uint8(p.cfg.Writer), s.maxSeq)), State: StateSplit}}
 	}
-	s.maxSeq++
-	s.parts = append(s.parts, model.PartitionInfo{Key: sd.Partition(SubID(uint8(p.cfg.Writer), s.maxSeq)), State: StateSplit})
-	s.active = len(s.parts) - 1
+	s.parts = append(s.parts, pt)
+	s.active = pt
 	return nil
 }
 
-// Forget drops a series-day from memory, e.g. after retention dropped it or a
-// commit that touched it failed (its counts may then be too high, which is
-// safe, but reloading from the catalogue makes them exact again).
-func (p *Planner) Forget(sd model.SeriesDay) { delete(p.days, sd) }
+// Forget drops a series-day from memory, e.g. after retention dropped it.
+// Entries already queued for it are still handed out by TakeEntries.
+func (p *Planner) Forget(sd model.SeriesDay) {
+	if s, ok := p.days[sd]; ok {
+		for _, pt := range s.parts {
+			delete(p.ahead, pt)
+		}
+		delete(p.days, sd)
+	}
+}

@@ -167,12 +167,14 @@ type ReadingRow struct {
 }
 
 // ReadingRows flattens readings into rows, in input order.
-func ReadingRows(r Reading) []ReadingRow {
-	rows := make([]ReadingRow, len(r.Metrics))
-	for i, m := range r.Metrics {
-		rows[i] = ReadingRow{TS: r.TS, Metric: m.Name, Value: m.Value, Seq: r.Seq, HasSeq: r.HasSeq}
+func ReadingRows(r Reading) []ReadingRow { return AppendReadingRows(nil, r) }
+
+// AppendReadingRows appends the rows of r to dst.
+func AppendReadingRows(dst []ReadingRow, r Reading) []ReadingRow {
+	for _, m := range r.Metrics {
+		dst = append(dst, ReadingRow{TS: r.TS, Metric: m.Name, Value: m.Value, Seq: r.Seq, HasSeq: r.HasSeq})
 	}
-	return rows
+	return dst
 }
 
 // Size is the row's payload size in bytes as the partition bound counts it:

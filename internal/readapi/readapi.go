@@ -4,6 +4,7 @@
 package readapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,11 +29,26 @@ type Handler struct {
 	st     reader.Store
 	now    func() time.Time
 	logger *slog.Logger
+	settle func(context.Context) error
+}
+
+// Option adds optional behaviour to a Handler.
+type Option func(*Handler)
+
+// WithSettle has the partitions listing call settle first: the gateway's
+// sink then makes the catalogue entries exact (they may run ahead of their
+// partitions, see package buckets), so the listing shows exact counts.
+func WithSettle(settle func(context.Context) error) Option {
+	return func(h *Handler) { h.settle = settle }
 }
 
 // New returns the read API over st.
-func New(st reader.Store, now func() time.Time, logger *slog.Logger) *Handler {
-	return &Handler{st: st, now: now, logger: logger}
+func New(st reader.Store, now func() time.Time, logger *slog.Logger, opts ...Option) *Handler {
+	h := &Handler{st: st, now: now, logger: logger}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 // ParseTime accepts RFC 3339 or integer epoch milliseconds.
@@ -162,6 +178,12 @@ func (h *Handler) Partitions(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		httpx.Error(w, http.StatusBadRequest, "parameter day: "+err.Error())
 		return
+	}
+	if h.settle != nil {
+		if err := h.settle(r.Context()); err != nil {
+			h.fail(w, fmt.Errorf("settle the partition catalogue: %w", err))
+			return
+		}
 	}
 	parts, err := reader.Partitions(r.Context(), h.st, model.SeriesDay{Kind: k, Tenant: httpx.Tenant(r.Context()), Series: series, Day: day})
 	if err != nil {

@@ -68,8 +68,6 @@ func prefix(b []byte, day model.Day, tenant, metric, device string) []byte {
 
 func dayOfKey(k []byte) model.Day { return model.Day(binary.BigEndian.Uint32(k) ^ (1 << 31)) }
 
-func key(r rollup.Row) []byte { return appendKey(nil, r) }
-
 func appendKey(b []byte, r rollup.Row) []byte {
 	b = prefix(b, model.DayOf(r.Minute), r.Tenant, r.Metric, r.Device)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Minute)^(1<<63))

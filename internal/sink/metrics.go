@@ -12,6 +12,7 @@ type metrics struct {
 	busy            prometheus.Counter
 	auditDuplicates prometheus.Counter
 	seriesDays      prometheus.Gauge
+	entries         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -45,9 +46,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		seriesDays: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_buckets_series_days", Help: "Series-days whose bucketing state is held in memory.",
 		}),
+		entries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_sink_catalogue_entries_total",
+			Help: "Partition catalogue entries written, by why: placed (rows outgrew the entry) or settled (made exact again).",
+		}, []string{"why"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.rows, m.commits, m.commitErrors, m.commitSeconds, m.batchRows, m.queued, m.busy, m.auditDuplicates, m.seriesDays)
+		reg.MustRegister(m.rows, m.commits, m.commitErrors, m.commitSeconds, m.batchRows, m.queued, m.busy, m.auditDuplicates, m.seriesDays, m.entries)
 	}
 	return m
 }

@@ -155,12 +155,17 @@ type pending struct {
 
 type batch struct {
 	b       store.Batch
+	entries []*buckets.Partition // the partitions of b.Catalogue, in its order
 	waiters []*pending
 	ids     []store.AuditID
-	after   []*batch                     // batches in flight with a catalogue entry of this one
-	days    map[model.SeriesDay]struct{} // series-days of its catalogue entries
-	done    chan struct{}                // closed once committed or failed; err is then set
-	err     error
+	after   []*batch // batches in flight with a catalogue entry of this one
+	// deps are batches in flight that carry the catalogue entries of
+	// partitions this batch writes rows to: its requests succeed only if
+	// they do.
+	deps []*batch
+	days map[model.SeriesDay]struct{} // series-days of its catalogue entries
+	done chan struct{}                // closed once committed or failed; err is then set
+	err  error
 }
 
 // Sink is the write pipeline. Create it with New, stop it with Close.
@@ -174,15 +179,21 @@ type Sink struct {
 	budget *semaphore.Weighted
 	in     chan *pending
 
-	mu       sync.Mutex // guards closed, sends, inflight and catalogue
+	mu       sync.Mutex // guards closed, sends, inflight, catalogue, flight and failed
 	closed   bool
 	sends    sync.WaitGroup
 	inflight map[store.AuditID]*batch // audit ids in batches not yet committed
 	// catalogue maps a partition to the last batch not yet committed that
 	// carries its catalogue entry.
-	catalogue map[model.PartitionKey]*batch
+	catalogue map[*buckets.Partition]*batch
 	flight    map[*batch]struct{} // batches planned and not yet committed
-	versions  Versioner           // st, if it orders writes by version
+	// failed holds the partitions whose entry was in a batch that failed:
+	// the flusher has them written again (buckets.Planner.Unsave).
+	failed   map[*buckets.Partition]struct{}
+	versions Versioner // st, if it orders writes by version
+
+	settleEvery time.Duration
+	settleReq   chan chan error
 
 	commits   chan *batch
 	commitsWG sync.WaitGroup // committers running
@@ -204,6 +215,16 @@ func WithOnCommit(fn func(*store.Batch)) Option {
 	return func(s *Sink) { s.onCommit = fn }
 }
 
+// DefaultSettleInterval is how often the sink makes the catalogue entries of
+// idle partitions exact again (see buckets.Planner.Settle): a partition is
+// settled after one to two intervals without a new row.
+const DefaultSettleInterval = 30 * time.Second
+
+// WithSettleInterval changes DefaultSettleInterval.
+func WithSettleInterval(d time.Duration) Option {
+	return func(s *Sink) { s.settleEvery = d }
+}
+
 // New starts a sink writing to st.
 func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg prometheus.Registerer, opts ...Option) *Sink {
 	s := &Sink{
@@ -215,10 +236,14 @@ func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg pro
 		budget:    semaphore.NewWeighted(int64(cfg.QueueRows)),
 		in:        make(chan *pending, 4096),
 		inflight:  make(map[store.AuditID]*batch),
-		catalogue: make(map[model.PartitionKey]*batch),
+		catalogue: make(map[*buckets.Partition]*batch),
 		flight:    make(map[*batch]struct{}),
-		commits:   make(chan *batch),
-		done:      make(chan struct{}),
+		failed:    make(map[*buckets.Partition]struct{}),
+
+		settleEvery: DefaultSettleInterval,
+		settleReq:   make(chan chan error),
+		commits:     make(chan *batch),
+		done:        make(chan struct{}),
 	}
 	s.versions, _ = st.(Versioner)
 	for _, o := range opts {
@@ -308,7 +333,29 @@ func (s *Sink) Close(ctx context.Context) error {
 	}
 }
 
-// flusher collects, plans and hands batches to the committers.
+// Settle makes the catalogue entries of every partition written so far
+// exact, durably (see buckets.Planner.Settle), and returns once they are.
+// The partitions listing calls it so that it shows exact counts.
+func (s *Sink) Settle(ctx context.Context) error {
+	done := make(chan error, 1)
+	select {
+	case s.settleReq <- done:
+	case <-s.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// flusher collects, plans and hands batches to the committers. Between
+// rounds it settles the catalogue entries of idle partitions, and it
+// settles all of them before it stops.
 func (s *Sink) flusher() {
 	defer func() {
 		close(s.commits)
@@ -317,10 +364,23 @@ func (s *Sink) flusher() {
 	}()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	tick := time.NewTicker(s.settleEvery)
+	defer tick.Stop()
 	for {
-		first, ok := <-s.in
-		if !ok {
-			return
+		var first *pending
+		select {
+		case p, ok := <-s.in:
+			if !ok {
+				s.settle(true, nil)
+				return
+			}
+			first = p
+		case <-tick.C:
+			s.settle(false, nil)
+			continue
+		case done := <-s.settleReq:
+			s.settle(true, done)
+			continue
 		}
 		group := []*pending{first}
 		rows := first.rows
@@ -361,15 +421,56 @@ func (s *Sink) flusher() {
 		}
 		s.plan(group)
 		if !open {
+			s.settle(true, nil)
 			return
 		}
 	}
 }
 
+// settle commits exact catalogue entries for the partitions whose entry is
+// ahead of them: all, or the idle ones. done, if set, gets the result.
+func (s *Sink) settle(all bool, done chan error) {
+	s.takeFailed()
+	entries := s.planner.Settle(all)
+	if len(entries) == 0 {
+		if done != nil {
+			done <- nil
+		}
+		return
+	}
+	s.m.entries.WithLabelValues("settled").Add(float64(len(entries)))
+	bt := &batch{}
+	s.submit(bt, entries, nil)
+	if done != nil {
+		go func() {
+			<-bt.done
+			done <- bt.err
+		}()
+	}
+}
+
+// takeFailed has the planner write again the entries of failed batches.
+func (s *Sink) takeFailed() {
+	s.mu.Lock()
+	if len(s.failed) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	parts := make([]*buckets.Partition, 0, len(s.failed))
+	for pt := range s.failed {
+		parts = append(parts, pt)
+	}
+	clear(s.failed)
+	s.mu.Unlock()
+	s.planner.Unsave(parts)
+}
+
 // plan places the rows of a group of requests and submits one batch.
 func (s *Sink) plan(group []*pending) {
 	ctx := context.Background()
-	if err := s.loadSeriesDays(ctx, group); err != nil {
+	s.takeFailed()
+	series, err := s.resolve(ctx, group)
+	if err != nil {
 		s.logger.Error("load partition catalogue", "err", err)
 		for _, p := range group {
 			s.finish(p, fmt.Errorf("load partition catalogue: %w", err))
@@ -384,27 +485,28 @@ func (s *Sink) plan(group []*pending) {
 		return
 	}
 	bt := &batch{}
-	parts := make(map[model.PartitionKey]int) // index into bt.b.Partitions
-	add := func(pk model.PartitionKey) *store.PartitionWrite {
-		i, ok := parts[pk]
+	parts := make(map[*buckets.Partition]int) // index into bt.b.Partitions
+	add := func(pt *buckets.Partition) *store.PartitionWrite {
+		i, ok := parts[pt]
 		if !ok {
 			i = len(bt.b.Partitions)
-			parts[pk] = i
-			bt.b.Partitions = append(bt.b.Partitions, store.PartitionWrite{Key: pk})
+			parts[pt] = i
+			bt.b.Partitions = append(bt.b.Partitions, store.PartitionWrite{Key: pt.Key()})
 		}
 		return &bt.b.Partitions[i]
 	}
 	type placed struct {
-		pk  model.PartitionKey
+		pt  *buckets.Partition
 		idx int
 	}
 	var places []placed
 	var ids []store.AuditID
 	var dupOf []*batch
-	for _, p := range group {
+	for gi, p := range group {
 		places = places[:0]
 		ids = ids[:0]
 		dupOf = dupOf[:0]
+		hs := series[gi]
 		var err error
 		for i := range p.req.Readings {
 			r := &p.req.Readings[i]
@@ -413,11 +515,11 @@ func (s *Sink) plan(group []*pending) {
 			for _, m := range r.Metrics {
 				size += model.ReadingRow{TS: r.TS, Metric: m.Name, HasSeq: r.HasSeq}.Size()
 			}
-			var pk model.PartitionKey
-			if pk, err = s.planner.Assign(sd, r.TS, int64(len(r.Metrics)), size); err != nil {
+			var pt *buckets.Partition
+			if pt, err = s.planner.Place(sd, hs[i], r.TS, int64(len(r.Metrics)), size); err != nil {
 				break
 			}
-			places = append(places, placed{pk, i})
+			places = append(places, placed{pt, i})
 		}
 		nr := len(places)
 		for i := range p.req.Audit {
@@ -434,14 +536,14 @@ func (s *Sink) plan(group []*pending) {
 				continue
 			}
 			sd := model.SeriesDay{Kind: model.KindAudit, Tenant: p.req.Tenant, Series: e.Stream, Day: model.DayOf(e.TS)}
-			var pk model.PartitionKey
-			if pk, err = s.planner.Assign(sd, e.TS, 1, e.Size()); err != nil {
+			var pt *buckets.Partition
+			if pt, err = s.planner.Place(sd, hs[len(p.req.Readings)+i], e.TS, 1, e.Size()); err != nil {
 				break
 			}
 			// A later copy in this group is a duplicate, stored by this batch.
 			// Only marked once placed: a copy that failed to place is not stored.
 			dups[id] = nil
-			places = append(places, placed{pk, i})
+			places = append(places, placed{pt, i})
 			ids = append(ids, id)
 		}
 		if err != nil {
@@ -454,9 +556,9 @@ func (s *Sink) plan(group []*pending) {
 			continue
 		}
 		for j, pl := range places {
-			pw := add(pl.pk)
+			pw := add(pl.pt)
 			if j < nr {
-				pw.Readings = append(pw.Readings, model.ReadingRows(p.req.Readings[pl.idx])...)
+				pw.Readings = model.AppendReadingRows(pw.Readings, p.req.Readings[pl.idx])
 			} else {
 				pw.Events = append(pw.Events, p.req.Audit[pl.idx])
 			}
@@ -471,9 +573,47 @@ func (s *Sink) plan(group []*pending) {
 		}
 		bt.waiters = append(bt.waiters, p)
 	}
-	bt.b.Catalogue = s.planner.TakeDirty()
-	if len(bt.waiters) == 0 {
+	entries := s.planner.TakeEntries(nil)
+	s.m.entries.WithLabelValues("placed").Add(float64(len(entries)))
+	if len(bt.waiters) == 0 && len(entries) == 0 {
 		return
+	}
+	s.submit(bt, entries, parts)
+}
+
+// submit registers a planned batch and hands it to a committer. written
+// holds the partitions it writes rows to: those whose entry it does not
+// carry rely on an entry in an earlier batch, still in flight (it then
+// depends on that batch) or lost with a failed one (it then carries the
+// entry again).
+func (s *Sink) submit(bt *batch, entries []buckets.Entry, written map[*buckets.Partition]int) {
+	carry := func(es []buckets.Entry) {
+		for _, e := range es {
+			bt.b.Catalogue = append(bt.b.Catalogue, e.Info)
+			bt.entries = append(bt.entries, e.Part)
+		}
+	}
+	carry(entries)
+	s.mu.Lock()
+	if len(written) > len(entries) || len(s.failed) > 0 {
+		carried := make(map[*buckets.Partition]struct{}, len(entries))
+		for _, e := range entries {
+			carried[e.Part] = struct{}{}
+		}
+		var lost []*buckets.Partition
+		for pt := range written {
+			if _, ok := carried[pt]; ok {
+				continue
+			}
+			if prev, ok := s.catalogue[pt]; ok {
+				if !slices.Contains(bt.deps, prev) {
+					bt.deps = append(bt.deps, prev)
+				}
+			} else if _, ok := s.failed[pt]; ok {
+				lost = append(lost, pt)
+			}
+		}
+		carry(s.planner.Resave(lost))
 	}
 	bt.done = make(chan struct{})
 	bt.days = make(map[model.SeriesDay]struct{})
@@ -483,53 +623,61 @@ func (s *Sink) plan(group []*pending) {
 	if s.versions != nil {
 		bt.b.Version = s.versions.Version()
 	}
-	s.mu.Lock()
 	for _, id := range bt.ids {
 		s.inflight[id] = bt
 	}
-	for _, pi := range bt.b.Catalogue {
-		if prev, ok := s.catalogue[pi.Key]; ok && s.versions == nil && !slices.Contains(bt.after, prev) {
+	for _, pt := range bt.entries {
+		if prev, ok := s.catalogue[pt]; ok && s.versions == nil && !slices.Contains(bt.after, prev) {
 			bt.after = append(bt.after, prev)
 		}
-		s.catalogue[pi.Key] = bt
+		s.catalogue[pt] = bt
 	}
 	s.flight[bt] = struct{}{}
 	s.mu.Unlock()
 	s.commits <- bt
 }
 
-// loadSeriesDays loads the catalogue of every series-day of the group that
-// the planner does not hold, after the commits in flight that carry an entry
-// of one of them finished.
-func (s *Sink) loadSeriesDays(ctx context.Context, group []*pending) error {
+// resolve returns the planner state of every series-day the group writes
+// (per request: its readings', then its audit events'), loading the
+// catalogue of those the planner does not hold, after the commits in flight
+// that carry an entry of one of them finished.
+func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Series, error) {
+	out := make([][]*buckets.Series, len(group))
 	var missing []model.SeriesDay
-	seen := make(map[model.SeriesDay]struct{})
-	note := func(sd model.SeriesDay) {
-		if _, ok := seen[sd]; ok || s.planner.Known(sd) {
+	var slots map[model.SeriesDay][]**buckets.Series
+	need := func(sd model.SeriesDay, slot **buckets.Series) {
+		if *slot = s.planner.Lookup(sd); *slot != nil {
 			return
 		}
-		seen[sd] = struct{}{}
-		missing = append(missing, sd)
+		if slots == nil {
+			slots = make(map[model.SeriesDay][]**buckets.Series)
+		}
+		if _, ok := slots[sd]; !ok {
+			missing = append(missing, sd)
+		}
+		slots[sd] = append(slots[sd], slot)
 	}
-	for _, p := range group {
+	for gi, p := range group {
+		hs := make([]*buckets.Series, len(p.req.Readings)+len(p.req.Audit))
 		for i := range p.req.Readings {
 			r := &p.req.Readings[i]
-			note(model.SeriesDay{Kind: model.KindReadings, Tenant: p.req.Tenant, Series: r.DeviceID, Day: model.DayOf(r.TS)})
+			need(model.SeriesDay{Kind: model.KindReadings, Tenant: p.req.Tenant, Series: r.DeviceID, Day: model.DayOf(r.TS)}, &hs[i])
 		}
 		for i := range p.req.Audit {
 			e := &p.req.Audit[i]
-			note(model.SeriesDay{Kind: model.KindAudit, Tenant: p.req.Tenant, Series: e.Stream, Day: model.DayOf(e.TS)})
+			need(model.SeriesDay{Kind: model.KindAudit, Tenant: p.req.Tenant, Series: e.Stream, Day: model.DayOf(e.TS)}, &hs[len(p.req.Readings)+i])
 		}
+		out[gi] = hs
 	}
 	if len(missing) == 0 {
-		return nil
+		return out, nil
 	}
 	// A series-day the planner dropped may still have entries in flight.
 	var wait []*batch
 	s.mu.Lock()
 	for bt := range s.flight {
 		for sd := range bt.days {
-			if _, ok := seen[sd]; ok {
+			if _, ok := slots[sd]; ok {
 				wait = append(wait, bt)
 				break
 			}
@@ -541,13 +689,16 @@ func (s *Sink) loadSeriesDays(ctx context.Context, group []*pending) error {
 	}
 	loaded, err := s.catalogues(ctx, missing)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i, sd := range missing {
-		s.planner.Load(sd, loaded[i])
+		h := s.planner.Load(sd, loaded[i])
+		for _, slot := range slots[sd] {
+			*slot = h
+		}
 	}
 	s.m.seriesDays.Set(float64(s.planner.Len()))
-	return nil
+	return out, nil
 }
 
 // catalogues reads the catalogues of sds, in one call when the store is a
@@ -638,15 +789,21 @@ func (s *Sink) committer() {
 				delete(s.inflight, id)
 			}
 		}
-		for _, pi := range bt.b.Catalogue {
-			if s.catalogue[pi.Key] == bt {
-				delete(s.catalogue, pi.Key)
+		for _, pt := range bt.entries {
+			if s.catalogue[pt] == bt {
+				delete(s.catalogue, pt)
+			}
+			if err != nil {
+				s.failed[pt] = struct{}{}
 			}
 		}
 		delete(s.flight, bt)
 		s.mu.Unlock()
 		bt.err = err
 		close(bt.done)
+		if err == nil {
+			err = depsResult(bt)
+		}
 		for _, p := range bt.waiters {
 			s.finish(p, dupResult(p, err))
 		}
@@ -654,6 +811,19 @@ func (s *Sink) committer() {
 			s.onCommit(&bt.b)
 		}
 	}
+}
+
+// depsResult waits for the batches that carry catalogue entries this one
+// relies on, and fails if one of them failed: its rows would then be
+// stored where no reader finds them.
+func depsResult(bt *batch) error {
+	for _, d := range bt.deps {
+		<-d.done
+		if d.err != nil {
+			return fmt.Errorf("catalogue entry in a concurrent commit not stored: %w", d.err)
+		}
+	}
+	return nil
 }
 
 // dupResult is the answer to a request of a batch that committed with err:

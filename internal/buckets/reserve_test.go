@@ -1,0 +1,190 @@
+package buckets_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/model"
+)
+
+func reserveConfig() buckets.Config {
+	c := testConfig()
+	c.MaxRows, c.MaxBytes = 100, 10_000
+	c.Reserve = buckets.Reserve{Rows: 10, Bytes: 100, Span: 1000}
+	return c
+}
+
+// TestReserveEntries follows which assignments need a new entry.
+func TestReserveEntries(t *testing.T) {
+	start := sdA.Day.Start() + 10_000
+	tests := []struct {
+		name  string
+		ts    []int64 // one row of 10 bytes each, one round each
+		wants []bool  // whether that round hands out an entry
+		last  model.PartitionInfo
+	}{
+		{
+			"rows within the reserve need none",
+			[]int64{start, start + 1, start + 2},
+			[]bool{true, false, false},
+			model.PartitionInfo{Rows: 11, Bytes: 110, MinTS: start - 1000, MaxTS: start + 1000},
+		},
+		{
+			"a row past the span needs one",
+			[]int64{start, start + 999, start + 1001},
+			[]bool{true, false, true},
+			model.PartitionInfo{Rows: 13, Bytes: 130, MinTS: start - 1000, MaxTS: start + 2001},
+		},
+		{
+			"a late row past the span needs one",
+			[]int64{start, start - 1001},
+			[]bool{true, true},
+			model.PartitionInfo{Rows: 12, Bytes: 120, MinTS: start - 2001, MaxTS: start + 1000},
+		},
+		{
+			"the range stays within the day",
+			[]int64{sdA.Day.Start() + 5, sdA.Day.End() - 5},
+			[]bool{true, true},
+			model.PartitionInfo{Rows: 12, Bytes: 120, MinTS: sdA.Day.Start(), MaxTS: sdA.Day.End() - 1},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := buckets.New(reserveConfig())
+			p.Load(sdA, nil)
+			var last model.PartitionInfo
+			for i, ts := range tc.ts {
+				assign(t, p, sdA, unit{ts, 1, 10})
+				got := p.TakeDirty()
+				if (len(got) > 0) != tc.wants[i] {
+					t.Fatalf("round %d handed out %v, want an entry: %v", i, got, tc.wants[i])
+				}
+				if len(got) > 0 {
+					last = got[0]
+				}
+			}
+			want := tc.last
+			want.Key, want.State = sdA.Partition(0), buckets.StateSingle
+			if last != want {
+				t.Errorf("last entry %+v, want %+v", last, want)
+			}
+		})
+	}
+}
+
+// TestReserveCovers checks on random streams that the entries handed out
+// (applied in order, as the store keeps them) always cover what each
+// partition holds, never pass the bounds, that a planner reloaded from them
+// keeps every partition within the bound, and that Settle makes them exact.
+func TestReserveCovers(t *testing.T) {
+	cfg := reserveConfig()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for run := range 20 {
+		p := buckets.New(cfg)
+		p.Load(sdA, nil)
+		stored := make(map[model.PartitionKey]model.PartitionInfo)
+		exact := make(map[model.PartitionKey]model.PartitionInfo)
+		apply := func(es []model.PartitionInfo) {
+			for _, e := range es {
+				stored[e.Key] = e
+			}
+		}
+		check := func(when string) {
+			for k, x := range exact {
+				e, ok := stored[k]
+				switch {
+				case !ok:
+					t.Fatalf("run %d %s: no entry for %v", run, when, k)
+				case e.Rows < x.Rows || e.Bytes < x.Bytes || e.MinTS > x.MinTS || e.MaxTS < x.MaxTS:
+					t.Fatalf("run %d %s: entry %+v does not cover %+v", run, when, e, x)
+				case e.Rows > cfg.MaxRows || e.Bytes > cfg.MaxBytes:
+					t.Fatalf("run %d %s: entry %+v over the bound", run, when, e)
+				}
+			}
+		}
+		for round := range 50 {
+			for range rng.IntN(8) {
+				u := unit{sdA.Day.Start() + rng.Int64N(model.MillisPerDay), 1 + rng.Int64N(3), 10 + rng.Int64N(200)}
+				pk := assign(t, p, sdA, u)
+				x, ok := exact[pk]
+				if !ok {
+					x = model.PartitionInfo{Key: pk, MinTS: u.ts, MaxTS: u.ts}
+				}
+				x.Rows += u.rows
+				x.Bytes += u.bytes
+				x.MinTS, x.MaxTS = min(x.MinTS, u.ts), max(x.MaxTS, u.ts)
+				exact[pk] = x
+			}
+			apply(p.TakeDirty())
+			check("after a round")
+			if round%10 == 9 {
+				for _, e := range p.Settle(rng.IntN(2) == 0) {
+					apply([]model.PartitionInfo{e.Info})
+				}
+				check("after a settle")
+			}
+		}
+		// A planner reloaded from the stored entries keeps the bound.
+		q := buckets.New(cfg)
+		var cat []model.PartitionInfo
+		for _, e := range stored {
+			cat = append(cat, e)
+		}
+		q.Load(sdA, sortedBySub(cat))
+		added := make(map[model.PartitionKey]int64)
+		for range 300 {
+			pk := assign(t, q, sdA, unit{sdA.Day.Start(), 1, 10})
+			added[pk]++
+		}
+		for k, n := range added {
+			if got := exact[k].Rows + n; got > cfg.MaxRows {
+				t.Fatalf("run %d: after a reload %v holds %d rows, over the bound %d", run, k, got, cfg.MaxRows)
+			}
+		}
+		// Settle(true) makes every entry exact.
+		for _, e := range p.Settle(true) {
+			apply([]model.PartitionInfo{e.Info})
+		}
+		for k, x := range exact {
+			e := stored[k]
+			if e.Rows != x.Rows || e.Bytes != x.Bytes || e.MinTS != x.MinTS || e.MaxTS != x.MaxTS {
+				t.Fatalf("run %d: settled entry %+v, want exact %+v", run, e, x)
+			}
+		}
+	}
+}
+
+// Settle(false) settles only partitions idle since the previous call; an
+// entry lost with a failed commit (Unsave) is written again.
+func TestSettleIdleAndUnsave(t *testing.T) {
+	p := buckets.New(reserveConfig())
+	s := p.Load(sdA, nil)
+	pt, err := p.Place(sdA, s, sdA.Day.Start()+5, 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.TakeDirty(); len(got) != 1 || got[0].Rows != 11 {
+		t.Fatalf("first entry %+v, want one claiming 11 rows", got)
+	}
+	if got := p.Settle(false); len(got) != 0 {
+		t.Fatalf("Settle right after a write settled %v", got)
+	}
+	got := p.Settle(false)
+	if len(got) != 1 || got[0].Part != pt || got[0].Info.Rows != 1 {
+		t.Fatalf("Settle after an idle interval = %+v, want the exact entry", got)
+	}
+	if got := p.Settle(true); len(got) != 0 {
+		t.Fatalf("Settle of a settled partition = %+v", got)
+	}
+	// Within its settled entry, no new row is free any more...
+	assign(t, p, sdA, unit{sdA.Day.Start() + 5, 1, 10})
+	if got := p.TakeDirty(); len(got) != 1 || got[0].Rows != 12 {
+		t.Fatalf("entry after settling %+v, want one claiming 12 rows", got)
+	}
+	// ...and a lost entry is handed out again.
+	p.Unsave([]*buckets.Partition{pt})
+	if got := p.Settle(true); len(got) != 1 || got[0].Info.Rows != 2 {
+		t.Fatalf("Settle after Unsave = %+v, want the exact entry of 2 rows", got)
+	}
+}

@@ -1,0 +1,171 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/pebblestore"
+)
+
+func reserveBuckets() buckets.Config {
+	c := testBuckets()
+	c.MaxRows = 200
+	c.Reserve = buckets.Reserve{Rows: 40, Bytes: 4 << 10, Span: 60_000}
+	return c
+}
+
+// checkCovers checks that every stored row of dev is inside its partition's
+// catalogue range, and that each entry counts at least the rows and bytes
+// its partition holds: what readers and a reloaded planner rely on while
+// entries run ahead of their partitions.
+func checkCovers(t *testing.T, st *pebblestore.Store, bcfg buckets.Config, dev string) (stored int) {
+	t.Helper()
+	for _, pi := range catalogue(t, st, model.KindReadings, tenant, dev) {
+		rows, err := st.ScanReadings(context.Background(), pi.Key, store.Range{From: pi.Key.Day.Start(), To: pi.Key.Day.End()}, 1<<20)
+		if err != nil {
+			t.Fatalf("scan %v: %v", pi.Key, err)
+		}
+		var bytes int64
+		for _, r := range rows {
+			bytes += r.Size()
+			if r.TS < pi.MinTS || r.TS > pi.MaxTS {
+				t.Errorf("%v holds a row at %d outside its catalogue range [%d, %d]", pi.Key, r.TS, pi.MinTS, pi.MaxTS)
+			}
+		}
+		if pi.Rows < int64(len(rows)) || pi.Bytes < bytes {
+			t.Errorf("entry %v claims %d rows, %d bytes; the partition holds %d rows, %d bytes", pi.Key, pi.Rows, pi.Bytes, len(rows), bytes)
+		}
+		if pi.Rows > bcfg.MaxRows || pi.Bytes > bcfg.MaxBytes {
+			t.Errorf("%v claims %d rows, %d bytes: over the bound", pi.Key, pi.Rows, pi.Bytes)
+		}
+		stored += len(rows)
+	}
+	return stored
+}
+
+// With a reserve, entries run ahead of their partitions: far fewer entries
+// than partition writes, every stored row still covered; Settle makes the
+// catalogue exact.
+func TestReservedCatalogue(t *testing.T) {
+	st := tempStore(t)
+	bcfg := reserveBuckets()
+	s := start(t, testConfig(), bcfg, st)
+	const devices, perDevice = 3, 300
+	var wg sync.WaitGroup
+	for d := range devices {
+		wg.Go(func() {
+			dev := fmt.Sprint("dev-", d)
+			for i := range perDevice {
+				// In time order, with a late reading now and then.
+				ts := base + int64(i)*1000
+				if i%17 == 0 {
+					ts = base + int64(i)*100
+				}
+				if err := s.Write(context.Background(), &Request{Tenant: tenant, Readings: []model.Reading{reading(dev, ts, "a", "b")}}); err != nil {
+					t.Errorf("write: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for d := range devices {
+		if got, want := checkCovers(t, st, bcfg, fmt.Sprint("dev-", d)), 2*perDevice; got != want {
+			t.Errorf("dev-%d: %d rows stored, want %d", d, got, want)
+		}
+	}
+	placed := testutil.ToFloat64(s.m.entries.WithLabelValues("placed"))
+	// Exact entries would take one per reading (each request is one
+	// reading); a 40-row reserve and a minute of span take one about
+	// every 20 readings, plus closes and late readings.
+	if max := float64(devices * perDevice / 5); placed > max {
+		t.Errorf("%v catalogue entries written for %d readings, want at most %v", placed, devices*perDevice, max)
+	}
+	if err := s.Settle(context.Background()); err != nil {
+		t.Fatalf("Settle: %v", err)
+	}
+	for d := range devices {
+		parts := checkCatalogue(t, st, bcfg, tenant, fmt.Sprint("dev-", d))
+		if want := 2 * perDevice / int(bcfg.MaxRows); len(parts) < want || len(parts) > want+1 {
+			t.Errorf("dev-%d: %d partitions, want %d or %d", d, len(parts), want, want+1)
+		}
+	}
+	if testutil.ToFloat64(s.m.entries.WithLabelValues("settled")) == 0 {
+		t.Errorf("Settle wrote no entry")
+	}
+}
+
+// Idle partitions are settled by the sink's own timer.
+func TestSettleIdle(t *testing.T) {
+	st := tempStore(t)
+	bcfg := reserveBuckets()
+	s := New(testConfig(), bcfg, st, discard, nil, WithSettleInterval(10*time.Millisecond))
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	for i := range 5 {
+		if err := s.Write(context.Background(), &Request{Tenant: tenant, Readings: []model.Reading{reading("dev", base+int64(i), "a")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the idle partition's entry to be settled", func() bool {
+		parts := catalogue(t, st, model.KindReadings, tenant, "dev")
+		return len(parts) == 1 && parts[0].Rows == 5 && parts[0].MinTS == base && parts[0].MaxTS == base+4
+	})
+}
+
+// A batch whose rows rely on an entry carried by an earlier batch in
+// flight fails when that batch fails, and the lost entry is written again
+// by the next batch.
+func TestReservedEntryLostWithFailedCommit(t *testing.T) {
+	g := newGate()
+	defer g.open()
+	var first sync.Once
+	var firstSeen = make(chan struct{})
+	hs := &hookStore{Store: tempStore(t), hook: func(n int, b *store.Batch) error {
+		if n == 1 {
+			first.Do(func() { close(firstSeen) })
+			g.wait()
+			return errors.New("disk on fire")
+		}
+		return nil
+	}}
+	bcfg := reserveBuckets()
+	cfg := testConfig()
+	cfg.BatchRows, cfg.Linger = 1, 0
+	s := start(t, cfg, bcfg, hs)
+	write := func(i int) error {
+		return s.Write(context.Background(), &Request{Tenant: tenant, Readings: []model.Reading{reading("dev", base+int64(i)*1000, "a")}})
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- write(0) }()
+	<-firstSeen // the entry of the new partition is in flight, and will fail
+	go func() { errs <- write(1) }()
+	waitFor(t, "the second commit", func() bool { return hs.commits.Load() >= 2 })
+	g.open()
+	for range 2 {
+		if err := <-errs; err == nil {
+			t.Errorf("a request succeeded though the entry it relies on was not stored")
+		}
+	}
+	if err := write(2); err != nil {
+		t.Fatalf("write after the failure: %v", err)
+	}
+	if got := checkCovers(t, hs.Store, bcfg, "dev"); got < 1 {
+		t.Errorf("%d rows stored, want the acknowledged one at least", got)
+	}
+	found := false
+	for _, r := range readAll(t, hs.Store, tenant, "dev") {
+		found = found || r.TS == base+2000
+	}
+	if !found {
+		t.Errorf("the acknowledged reading is not found by a reader")
+	}
+}
