@@ -39,6 +39,8 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/sluicehq/sluice/internal/lograte"
 )
 
 // Config is mqtt.embedded.* in the gateway configuration.
@@ -161,7 +163,7 @@ func Start(cfg Config, opts Options, logger *slog.Logger) (*Broker, error) {
 	if err := srv.AddHook(acl, nil); err != nil {
 		return fail(fmt.Errorf("add broker auth hook: %w", err))
 	}
-	st := &storeHook{ctx: ctx, receive: opts.Receive, srv: srv, logger: logger, errLog: rateLimit{every: time.Second}}
+	st := &storeHook{ctx: ctx, receive: opts.Receive, srv: srv, logger: logger, errLog: &lograte.Limiter{Every: time.Second}}
 	if err := srv.AddHook(st, nil); err != nil {
 		return fail(fmt.Errorf("add broker publish hook: %w", err))
 	}
@@ -211,7 +213,7 @@ type storeHook struct {
 	receive ReceiveFunc
 	srv     *mqtt.Server
 	logger  *slog.Logger
-	errLog  rateLimit
+	errLog  *lograte.Limiter
 }
 
 func (h *storeHook) ID() string { return "sluice-store" }
@@ -230,7 +232,7 @@ func (h *storeHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packe
 	if h.ctx.Err() != nil {
 		code = packets.ErrServerShuttingDown
 	}
-	if ok, dropped := h.errLog.allow(time.Now()); ok {
+	if ok, dropped := h.errLog.Allow(time.Now()); ok {
 		msg := "embedded broker: message not stored, so not acknowledged; disconnecting the client so that it sends it again"
 		if pk.FixedHeader.Qos == 0 {
 			msg = "embedded broker: QoS 0 message not stored, dropped"
@@ -248,26 +250,6 @@ func (h *storeHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packe
 		}
 	}
 	return pk, packets.ErrRejectPacket
-}
-
-// rateLimit lets one log line through per interval and counts the rest.
-type rateLimit struct {
-	mu      sync.Mutex
-	every   time.Duration
-	last    time.Time
-	dropped int
-}
-
-func (l *rateLimit) allow(now time.Time) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.Sub(l.last) < l.every {
-		l.dropped++
-		return false, 0
-	}
-	n := l.dropped
-	l.last, l.dropped = now, 0
-	return true, n
 }
 
 // aclHook authenticates clients and restricts what each may do.

@@ -2,14 +2,21 @@ package mqttingest
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"math"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/sluicehq/sluice/internal/buckets"
@@ -74,7 +81,7 @@ func dropSession(b *testing.B, id string) {
 
 // noopDrain measures the limit: a QoS 1 subscriber that acknowledges each
 // message as it arrives and does nothing else.
-func noopDrain(b *testing.B, prefix string, topics, payloads []string) time.Duration {
+func noopDrain(b *testing.B, prefix string, topics, payloads []string) (time.Duration, cpuUse) {
 	id := prefix + "-noop"
 	var got atomic.Int64
 	done := make(chan struct{})
@@ -93,7 +100,7 @@ func noopDrain(b *testing.B, prefix string, topics, payloads []string) time.Dura
 	}
 	c.Disconnect(100)
 	queue(b, topics, payloads, prefix+"-pub-noop")
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuNow(b)
 	c = mqtt.NewClient(o)
 	if tok := c.Connect(); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
 		b.Fatalf("connect: %v", tok.Error())
@@ -103,10 +110,49 @@ func noopDrain(b *testing.B, prefix string, topics, payloads []string) time.Dura
 	case <-time.After(5 * time.Minute):
 		b.Fatalf("no-op subscriber got %d of %d messages", got.Load(), len(topics))
 	}
-	d := time.Since(start)
+	d, cpu := time.Since(start), cpuNow(b).sub(cpu0)
 	c.Disconnect(100)
 	dropSession(b, id)
-	return d
+	return d, cpu
+}
+
+// cpuUse is CPU time used by this process and by the broker.
+type cpuUse struct{ self, broker time.Duration }
+
+func (c cpuUse) sub(d cpuUse) cpuUse { return cpuUse{c.self - d.self, c.broker - d.broker} }
+func (c cpuUse) add(d cpuUse) cpuUse { return cpuUse{c.self + d.self, c.broker + d.broker} }
+
+// cpuNow samples the CPU time of this process and of the Mosquitto
+// process (found by name; zero if there is not exactly one).
+func cpuNow(b *testing.B) cpuUse {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	u := cpuUse{self: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	var pids []string
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		if comm, err := os.ReadFile("/proc/" + d.Name() + "/comm"); err == nil && strings.TrimSpace(string(comm)) == "mosquitto" {
+			pids = append(pids, d.Name())
+		}
+	}
+	if len(pids) != 1 {
+		return u
+	}
+	stat, err := os.ReadFile("/proc/" + pids[0] + "/stat")
+	if err != nil {
+		return u
+	}
+	// Fields after the parenthesised command: utime and stime are the
+	// 12th and 13th, in clock ticks (100 per second on Linux).
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(f) > 12 {
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		u.broker = time.Duration(ut+st) * 10 * time.Millisecond
+	}
+	return u
 }
 
 // countingWriter reports when a number of readings has been made durable.
@@ -141,12 +187,14 @@ type drainStats struct {
 	// inflight is the mean number of messages received and not yet
 	// acknowledged.
 	inflight float64
+	cpu      cpuUse
 }
 
 // sluiceDrain measures the gateway: the same backlog, drained through the
 // ingester into the durable store (Pebble with fsync), acknowledged after
 // each commit. SLUICE_BENCH_LINGER, SLUICE_BENCH_COMMITS and
-// SLUICE_BENCH_BATCH_ROWS override the sink defaults.
+// SLUICE_BENCH_BATCH_ROWS override the sink defaults, and
+// SLUICE_BENCH_MAX_INFLIGHT the ingester's mqtt.max_inflight.
 func sluiceDrain(b *testing.B, prefix string, topics, payloads []string) drainStats {
 	cfg := testConfig(mosquittoAddr, prefix)
 	cfg.ClientID = prefix + "-sluice"
@@ -160,13 +208,16 @@ func sluiceDrain(b *testing.B, prefix string, topics, payloads []string) drainSt
 	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_BATCH_ROWS")); err == nil {
 		scfg.BatchRows = n
 	}
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_MAX_INFLIGHT")); err == nil {
+		cfg.MaxInflight = n
+	}
 	stk := newStackSink(b, buckets.DefaultConfig(), scfg)
 	cw := &countingWriter{w: stk.sk, want: int64(len(topics) * benchReadingsPerMessage), done: make(chan struct{})}
 	g := startGateway(b, cfg, cw)
 	g.stop(b)
 	queue(b, topics, payloads, prefix+"-pub-sluice")
 	w0, n0 := cw.writes.Load(), cw.nanos.Load()
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuNow(b)
 	g = startGatewayWait(b, cfg, cw, false)
 	// Sample the messages in flight (received, not yet acknowledged).
 	var samples, sum int64
@@ -185,16 +236,105 @@ wait:
 	}
 	tick.Stop()
 	st := drainStats{d: time.Since(start), writes: cw.writes.Load() - w0, wait: time.Duration(cw.nanos.Load() - n0),
-		inflight: float64(sum) / float64(max(samples, 1))}
+		inflight: float64(sum) / float64(max(samples, 1)), cpu: cpuNow(b).sub(cpu0)}
 	g.stop(b)
 	dropSession(b, cfg.ClientID)
 	return st
 }
 
+// storeDrain measures what the store itself can take: the readings of the
+// same messages (decoded before the clock starts), written straight into a
+// fresh Pebble database with the gateway's key layout, in the sink's
+// default batches (sink.batch_rows rows) by sink.commits concurrent writers,
+// each batch synced. No broker, no decoding, no bucketing: an upper bound for
+// any gateway that stores these messages durably.
+func storeDrain(b *testing.B, topics, payloads []string) (time.Duration, cpuUse) {
+	type cell struct {
+		dev    string
+		ts     int64
+		metric string
+		v      float64
+		seq    int64
+	}
+	var cells []cell
+	for i, p := range payloads {
+		dev := strings.Split(topics[i], "/")[2]
+		var rs []struct {
+			TS      int64              `json:"ts"`
+			Seq     int64              `json:"seq"`
+			Metrics map[string]float64 `json:"metrics"`
+		}
+		if err := json.Unmarshal([]byte(p), &rs); err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range rs {
+			for m, v := range r.Metrics {
+				cells = append(cells, cell{dev, r.TS, m, v, r.Seq})
+			}
+		}
+	}
+	db, err := pebble.Open(b.TempDir(), &pebble.Options{
+		Cache: pebble.NewCache(64 << 20), MemTableSize: 64 << 20, MemTableStopWritesThreshold: 4,
+		FormatMajorVersion: pebble.FormatNewest, Logger: quietPebble{},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	scfg := sink.DefaultConfig()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start, cpu0 := time.Now(), cpuNow(b)
+	for range scfg.Commits {
+		wg.Go(func() {
+			var key, val []byte
+			for {
+				from := int(next.Add(int64(scfg.BatchRows))) - scfg.BatchRows
+				if from >= len(cells) {
+					return
+				}
+				batch := db.NewBatch()
+				for _, c := range cells[from:min(from+scfg.BatchRows, len(cells))] {
+					key = append(key[:0], 'r')
+					key = binary.BigEndian.AppendUint32(key, uint32(c.ts/86_400_000)^1<<31)
+					key = append(key, "bench\x00"...)
+					key = append(key, c.dev...)
+					key = append(key, 0, 0, 0, 0, 0)
+					key = binary.BigEndian.AppendUint64(key, uint64(c.ts)^1<<63)
+					key = append(key, c.metric...)
+					val = append(val[:0], 1)
+					val = binary.BigEndian.AppendUint64(val, math.Float64bits(c.v))
+					val = binary.AppendVarint(val, c.seq)
+					if err := batch.Set(key, val, nil); err != nil {
+						b.Error(err)
+					}
+				}
+				if err := batch.Commit(pebble.Sync); err != nil {
+					b.Error(err)
+				}
+				_ = batch.Close()
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), cpuNow(b).sub(cpu0)
+}
+
+type quietPebble struct{}
+
+func (quietPebble) Infof(string, ...any)  {}
+func (quietPebble) Errorf(string, ...any) {}
+func (quietPebble) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}
+
 // BenchmarkMQTTToStore compares, in one run, the readings/s that Mosquitto
 // delivers at QoS 1 to a subscriber that does nothing (the limit) with the
 // readings/s the gateway makes durable from the same backlog. Each
-// iteration drains the limit and the gateway in turn. SLUICE_MQTT_PORT
+// iteration drains the limit and the gateway in turn, and between them
+// writes the same readings straight into Pebble (storeDrain): the rate the
+// store alone allows, reported as store_limit_readings/s and as a share of
+// the broker limit. SLUICE_MQTT_PORT
 // points it at another Mosquitto (e.g. one with a larger
 // max_inflight_messages).
 //
@@ -203,14 +343,19 @@ wait:
 func BenchmarkMQTTToStore(b *testing.B) {
 	requireServer(b, mosquittoAddr, "mosquitto")
 	readings := float64(benchMessages * benchReadingsPerMessage)
-	var limit time.Duration
+	var limit, storeLimit time.Duration
+	var limitCPU, storeCPU cpuUse
 	var gw drainStats
 	n := 0
 	for b.Loop() {
 		prefix := "sluicebench/" + uniq(b)
 		topics, payloads := benchPayloads(prefix, time.Now().Add(-time.Hour).UnixMilli())
-		limit += noopDrain(b, prefix, topics, payloads)
+		d, cpu := noopDrain(b, prefix, topics, payloads)
+		limit, limitCPU = limit+d, limitCPU.add(cpu)
+		d, cpu = storeDrain(b, topics, payloads)
+		storeLimit, storeCPU = storeLimit+d, storeCPU.add(cpu)
 		st := sluiceDrain(b, prefix, topics, payloads)
+		gw.cpu = gw.cpu.add(st.cpu)
 		gw.d += st.d
 		gw.writes += st.writes
 		gw.wait += st.wait
@@ -223,6 +368,22 @@ func BenchmarkMQTTToStore(b *testing.B) {
 	b.ReportMetric(limitRate, "limit_readings/s")
 	b.ReportMetric(gwRate, "readings/s")
 	b.ReportMetric(100*gwRate/limitRate, "%_of_limit")
+	storeRate := readings * float64(n) / storeLimit.Seconds()
+	b.ReportMetric(storeRate, "store_limit_readings/s")
+	b.ReportMetric(100*storeRate/limitRate, "%_store_limit_of_limit")
+	// CPU per reading: the broker's when it delivers to the no-op
+	// subscriber, the store's alone, the gateway's. The two cores must
+	// run the broker and the writer at once, so no writer of these rows
+	// can pass cores / (broker + store) per reading.
+	total := readings * float64(n)
+	perReading := func(d time.Duration) float64 { return float64(d.Microseconds()) / total }
+	b.ReportMetric(perReading(limitCPU.broker), "broker_cpu_us/reading")
+	b.ReportMetric(perReading(storeCPU.self), "store_cpu_us/reading")
+	b.ReportMetric(perReading(gw.cpu.self), "gateway_cpu_us/reading")
+	if limitCPU.broker > 0 {
+		bound := float64(runtime.NumCPU()) / (perReading(limitCPU.broker+storeCPU.self) / 1e6)
+		b.ReportMetric(100*bound/limitRate, "%_cpu_bound_of_limit")
+	}
 	b.ReportMetric(float64(gw.writes)/gw.d.Seconds(), "writes/s")
 	b.ReportMetric(float64(benchMessages*n)/float64(max(gw.writes, 1)), "msgs/write")
 	b.ReportMetric(gw.wait.Seconds()*1000/float64(max(gw.writes, 1)), "ms/write")

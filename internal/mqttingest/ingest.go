@@ -54,6 +54,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/lograte"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/sink"
 )
@@ -80,7 +81,7 @@ type Ingester struct {
 	now    func() time.Time
 	logger *slog.Logger
 	m      *metrics
-	errLog logLimiter
+	errLog *lograte.Limiter
 
 	client   mqtt.Client
 	inflight chan *item    // receive order, at most MaxInflight
@@ -133,7 +134,7 @@ func New(cfg Config, w Writer, lim decode.Limits, now func() time.Time, logger *
 	}
 	in := &Ingester{
 		cfg: cfg, p: p, w: w, now: now, logger: logger, m: m,
-		errLog:   logLimiter{every: time.Second},
+		errLog:   &lograte.Limiter{Every: time.Second},
 		inflight: make(chan *item, cfg.MaxInflight), work: make(chan *item, cfg.MaxInflight+1),
 		slots: make(chan struct{}, maxWrites), stop: make(chan struct{}), procDone: make(chan struct{}),
 		ackDone: make(chan struct{}), subscribed: make(chan struct{}),
@@ -408,7 +409,7 @@ func (in *Ingester) writeOne(r *sink.Request) error {
 			pause = min(max(busy.RetryAfter, wait), 2*time.Second)
 		} else {
 			wait = min(2*wait, 5*time.Second)
-			if ok, dropped := in.errLog.allow(in.now()); ok {
+			if ok, dropped := in.errLog.Allow(in.now()); ok {
 				in.logger.Error("store mqtt messages; will retry, nothing acknowledged", "tenant", r.Tenant, "rows", r.Rows(), "err", err, "retry_in", pause, "similar_errors_not_logged", dropped)
 			}
 		}

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/lograte"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/sink"
 )
@@ -28,7 +28,7 @@ type parser struct {
 	horizon func(model.Kind, string, time.Time) time.Time // nil: no retention horizon
 	logger  *slog.Logger
 	m       *metrics
-	dlLog   logLimiter
+	dlLog   *lograte.Limiter
 
 	idPrefix string
 	seq      atomic.Uint64
@@ -42,7 +42,7 @@ func newParser(cfg Config, lim decode.Limits, logger *slog.Logger, m *metrics) (
 	var rb [6]byte
 	_, _ = rand.Read(rb[:])
 	p := &parser{cfg: cfg, tmpl: tmpl, lim: lim, logger: logger, m: m,
-		dlLog: logLimiter{every: time.Second}, idPrefix: hex.EncodeToString(rb[:])}
+		dlLog: &lograte.Limiter{Every: time.Second}, idPrefix: hex.EncodeToString(rb[:])}
 	if len(cfg.Tenants) > 0 {
 		p.tenants = make(map[string]bool, len(cfg.Tenants))
 		for _, t := range cfg.Tenants {
@@ -101,7 +101,7 @@ func (p *parser) deadLetter(topic string, payload []byte, recv time.Time, tenant
 		Payload: append([]byte(nil), payload[:keep]...), Truncated: keep < len(payload),
 	}
 	p.m.deadLetters.WithLabelValues(reason).Inc()
-	if ok, dropped := p.dlLog.allow(recv); ok {
+	if ok, dropped := p.dlLog.Allow(recv); ok {
 		p.logger.Warn("mqtt message kept as a dead letter", "tenant", tenant, "topic", topic, "reason", reason, "err", err,
 			"similar_messages_not_logged", dropped)
 	}
@@ -128,24 +128,4 @@ func deadLetterReason(err error, payload []byte) string {
 		return "invalid_field"
 	}
 	return "invalid_payload"
-}
-
-// logLimiter lets one log line through per interval and counts the rest.
-type logLimiter struct {
-	mu      sync.Mutex
-	every   time.Duration
-	last    time.Time
-	dropped int
-}
-
-func (l *logLimiter) allow(now time.Time) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.Sub(l.last) < l.every {
-		l.dropped++
-		return false, 0
-	}
-	n := l.dropped
-	l.last, l.dropped = now, 0
-	return true, n
 }

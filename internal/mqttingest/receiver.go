@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/lograte"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/sink"
 )
@@ -32,7 +33,7 @@ type Receiver struct {
 	now    func() time.Time
 	logger *slog.Logger
 	m      *metrics
-	errLog logLimiter
+	errLog *lograte.Limiter
 }
 
 // NewReceiver returns a receiver; cfg must be valid. now is the clock for
@@ -43,7 +44,7 @@ func NewReceiver(cfg Config, w Writer, lim decode.Limits, now func() time.Time, 
 	if err != nil {
 		return nil, err
 	}
-	return &Receiver{p: p, w: w, now: now, logger: logger, m: m, errLog: logLimiter{every: time.Second}}, nil
+	return &Receiver{p: p, w: w, now: now, logger: logger, m: m, errLog: &lograte.Limiter{Every: time.Second}}, nil
 }
 
 // SetHorizon makes readings older than h(kind, tenant, now) dead letters,
@@ -72,7 +73,7 @@ func (r *Receiver) Receive(ctx context.Context, topic string, payload []byte) er
 		}
 		r.m.refused.WithLabelValues(reason).Inc()
 		if reason == "error" {
-			if ok, dropped := r.errLog.allow(recv); ok {
+			if ok, dropped := r.errLog.Allow(recv); ok {
 				r.logger.Error("store mqtt message; not acknowledged, the device will send it again", "tenant", req.Tenant, "topic", topic,
 					"err", err, "similar_errors_not_logged", dropped)
 			}

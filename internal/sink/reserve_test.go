@@ -30,17 +30,7 @@ func reserveBuckets() buckets.Config {
 func checkCovers(t *testing.T, st *pebblestore.Store, bcfg buckets.Config, dev string) (stored int) {
 	t.Helper()
 	for _, pi := range catalogue(t, st, model.KindReadings, tenant, dev) {
-		rows, err := st.ScanReadings(context.Background(), pi.Key, store.Range{From: pi.Key.Day.Start(), To: pi.Key.Day.End()}, 1<<20)
-		if err != nil {
-			t.Fatalf("scan %v: %v", pi.Key, err)
-		}
-		var bytes int64
-		for _, r := range rows {
-			bytes += r.Size()
-			if r.TS < pi.MinTS || r.TS > pi.MaxTS {
-				t.Errorf("%v holds a row at %d outside its catalogue range [%d, %d]", pi.Key, r.TS, pi.MinTS, pi.MaxTS)
-			}
-		}
+		rows, bytes := scanPartition(t, st, pi)
 		if pi.Rows < int64(len(rows)) || pi.Bytes < bytes {
 			t.Errorf("entry %v claims %d rows, %d bytes; the partition holds %d rows, %d bytes", pi.Key, pi.Rows, pi.Bytes, len(rows), bytes)
 		}

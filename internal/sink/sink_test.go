@@ -189,23 +189,31 @@ func catalogue(t *testing.T, st *pebblestore.Store, kind model.Kind, tenant, ser
 // each partition within the bounds, holding rows only inside its
 // [MinTS, MaxTS], with Rows counting them exactly (no failed commits and no
 // overwrites in these tests), filled one after another.
+// scanPartition returns the rows of a partition and their size, checking
+// that each is inside the entry's [MinTS, MaxTS].
+func scanPartition(t *testing.T, st *pebblestore.Store, pi model.PartitionInfo) ([]model.ReadingRow, int64) {
+	t.Helper()
+	rows, err := st.ScanReadings(context.Background(), pi.Key, store.Range{From: pi.Key.Day.Start(), To: pi.Key.Day.End()}, 1<<20)
+	if err != nil {
+		t.Fatalf("scan %v: %v", pi.Key, err)
+	}
+	var bytes int64
+	for _, r := range rows {
+		bytes += r.Size()
+		if r.TS < pi.MinTS || r.TS > pi.MaxTS {
+			t.Errorf("%v holds a row at %d outside its catalogue range [%d, %d]", pi.Key, r.TS, pi.MinTS, pi.MaxTS)
+		}
+	}
+	return rows, bytes
+}
+
 func checkCatalogue(t *testing.T, st *pebblestore.Store, bcfg buckets.Config, tenant, dev string) []model.PartitionInfo {
 	t.Helper()
 	parts := catalogue(t, st, model.KindReadings, tenant, dev)
 	// Open partitions per day: the single one, or one split per writer.
 	open := make(map[model.Day][]uint32)
 	for _, pi := range parts {
-		rows, err := st.ScanReadings(context.Background(), pi.Key, store.Range{From: pi.Key.Day.Start(), To: pi.Key.Day.End()}, 1<<20)
-		if err != nil {
-			t.Fatalf("scan %v: %v", pi.Key, err)
-		}
-		var bytes int64
-		for _, r := range rows {
-			bytes += r.Size()
-			if r.TS < pi.MinTS || r.TS > pi.MaxTS {
-				t.Errorf("%v holds a row at %d outside its catalogue range [%d, %d]", pi.Key, r.TS, pi.MinTS, pi.MaxTS)
-			}
-		}
+		rows, bytes := scanPartition(t, st, pi)
 		if pi.Rows != int64(len(rows)) || pi.Bytes != bytes {
 			t.Errorf("catalogue entry %v counts %d rows, %d bytes; the partition holds %d rows, %d bytes", pi.Key, pi.Rows, pi.Bytes, len(rows), bytes)
 		}
