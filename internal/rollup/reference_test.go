@@ -150,6 +150,7 @@ func TestAggregatorMatchesReference(t *testing.T) {
 		{name: "no lateness no keep", cfg: Config{MaxWindows: 1 << 20}, devices: 5, metrics: 3, spread: 90 * time.Second, repeat: 0.2, changeVal: 0.1},
 		{name: "late rows and retries", cfg: Config{AllowedLateness: 10 * time.Second, KeepClosed: 2 * time.Minute, MaxWindows: 1 << 20}, devices: 8, metrics: 2, spread: 5 * time.Minute, repeat: 0.3, changeVal: 0.3},
 		{name: "evictions", cfg: Config{AllowedLateness: 30 * time.Second, KeepClosed: 3 * time.Minute, MaxWindows: 7}, devices: 6, metrics: 2, spread: 3 * time.Minute, repeat: 0.1, changeVal: 0.1},
+		{name: "backfill: many windows per device", cfg: Config{AllowedLateness: time.Minute, KeepClosed: 2 * time.Minute, MaxWindows: 300}, devices: 3, metrics: 3, spread: 6 * time.Hour, repeat: 0.2, changeVal: 0.2},
 		{name: "flushes between advances", cfg: Config{AllowedLateness: 20 * time.Second, KeepClosed: time.Minute, MaxWindows: 50}, devices: 4, metrics: 2, spread: 2 * time.Minute, repeat: 0.2, changeVal: 0.2, flushEvery: 7},
 	}
 	for _, tc := range tests {

@@ -162,6 +162,7 @@ type window struct {
 	queued  bool // in the close queue (a.closing)
 	expiry  bool // in the expiry heap (a.expiry)
 	held    bool // held by the Aggregator: false once dropped or evicted
+	pos     int  // index in s.windows
 	// buf holds the first points, so that a window of a device reporting
 	// every few seconds costs one allocation.
 	buf [8]Point
@@ -171,11 +172,21 @@ func (w *window) key() Key {
 	return Key{Tenant: w.s.tenant, Device: w.s.device, Metric: w.metric, Minute: w.minute}
 }
 
-// series holds the windows of one (tenant, device): a handful (a few
-// metrics times the minutes kept), so a short scan finds one.
+// series holds the windows of one (tenant, device): usually a handful (a
+// few metrics times the minutes kept), found by a short scan; a device
+// whose readings spread over many minutes (a backfill) gets an index.
 type series struct {
 	tenant, device string
-	windows        []*window // in creation order
+	windows        []*window // mostly in creation order (drop swaps the last in)
+	index          map[windowKey]*window
+}
+
+// indexFrom is the number of windows past which a series indexes them.
+const indexFrom = 16
+
+type windowKey struct {
+	metric string
+	minute int64
 }
 
 type seriesKey struct{ tenant, device string }
@@ -279,18 +290,34 @@ func (a *Aggregator) Add(now time.Time, tenant, device string, rows []model.Read
 	}
 }
 
-// window finds the window of (metric, minute) in s, or starts one. It scans
-// from the newest: rows in time order hit within the first few.
+// window finds the window of (metric, minute) in s, or starts one. Without
+// an index it scans from the newest: rows in time order hit within the
+// first few.
 func (a *Aggregator) window(s *series, metric string, minute int64) *window {
-	for i := len(s.windows) - 1; i >= 0; i-- {
-		if w := s.windows[i]; w.minute == minute && w.metric == metric {
+	if s.index != nil {
+		if w, ok := s.index[windowKey{metric, minute}]; ok {
 			return w
 		}
+	} else {
+		for i := len(s.windows) - 1; i >= 0; i-- {
+			if w := s.windows[i]; w.minute == minute && w.metric == metric {
+				return w
+			}
+		}
 	}
-	w := &window{s: s, metric: metric, minute: minute, part: a.nextPart, held: true}
+	w := &window{s: s, metric: metric, minute: minute, part: a.nextPart, held: true, pos: len(s.windows)}
 	w.points = w.buf[:0]
 	a.nextPart++
 	s.windows = append(s.windows, w)
+	switch {
+	case s.index != nil:
+		s.index[windowKey{metric, minute}] = w
+	case len(s.windows) > indexFrom:
+		s.index = make(map[windowKey]*window, 2*len(s.windows))
+		for _, x := range s.windows {
+			s.index[windowKey{x.metric, x.minute}] = x
+		}
+	}
 	a.n++
 	return w
 }
@@ -310,11 +337,19 @@ func (a *Aggregator) markDirty(w *window) {
 
 // drop forgets w (and its series once empty).
 func (a *Aggregator) drop(w *window) {
+	if !w.held {
+		return
+	}
 	w.held = false
 	w.points = nil
 	s := w.s
-	if i := slices.Index(s.windows, w); i >= 0 {
-		s.windows = slices.Delete(s.windows, i, i+1)
+	last := len(s.windows) - 1
+	s.windows[w.pos] = s.windows[last]
+	s.windows[w.pos].pos = w.pos
+	s.windows[last] = nil
+	s.windows = s.windows[:last]
+	if s.index != nil {
+		delete(s.index, windowKey{w.metric, w.minute})
 	}
 	if len(s.windows) == 0 {
 		delete(a.series, seriesKey{s.tenant, s.device})
