@@ -181,8 +181,12 @@ type series struct {
 	index          map[windowKey]*window
 }
 
-// indexFrom is the number of windows past which a series indexes them.
-const indexFrom = 16
+// indexFrom is the number of windows past which a series indexes them;
+// recentWindows are scanned before the index is asked.
+const (
+	indexFrom     = 16
+	recentWindows = 4
+)
 
 type windowKey struct {
 	metric string
@@ -294,15 +298,19 @@ func (a *Aggregator) Add(now time.Time, tenant, device string, rows []model.Read
 // an index it scans from the newest: rows in time order hit within the
 // first few.
 func (a *Aggregator) window(s *series, metric string, minute int64) *window {
+	// The newest few first (rows in time order), then the index or the rest.
+	scan := len(s.windows)
+	if s.index != nil {
+		scan = min(scan, recentWindows)
+	}
+	for i := len(s.windows) - 1; i >= len(s.windows)-scan; i-- {
+		if w := s.windows[i]; w.minute == minute && w.metric == metric {
+			return w
+		}
+	}
 	if s.index != nil {
 		if w, ok := s.index[windowKey{metric, minute}]; ok {
 			return w
-		}
-	} else {
-		for i := len(s.windows) - 1; i >= 0; i-- {
-			if w := s.windows[i]; w.minute == minute && w.metric == metric {
-				return w
-			}
 		}
 	}
 	w := &window{s: s, metric: metric, minute: minute, part: a.nextPart, held: true, pos: len(s.windows)}
