@@ -23,6 +23,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -174,10 +175,37 @@ func benchHTTPIngest(b *testing.B, workload string) {
 	}
 	b.SetBytes(meanLen(bodies))
 	benchParallel(b, func(i int) { post(bodies[i%len(bodies)]) })
+	if placed := scrapeCounter(b, hc, strings.TrimSuffix(url, "/v1/readings")+"/metrics", `sluice_sink_catalogue_entries_total{why="placed"}`); placed >= 0 {
+		b.ReportMetric(placed/float64(b.N*benchReadings), "catalogue_entries/reading")
+	}
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
+}
+
+// scrapeCounter returns the value of one sample of the gateway's /metrics,
+// or -1 if it is not there.
+func scrapeCounter(b *testing.B, hc *http.Client, url, sample string) float64 {
+	resp, err := hc.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(text)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), sample+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("metric %s: %v", sample, err)
+			}
+			return f
+		}
+	}
+	return -1
 }
 
 func meanLen(bodies [][]byte) int64 {
