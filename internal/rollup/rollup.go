@@ -177,16 +177,24 @@ func (w *window) key() Key {
 // whose readings spread over many minutes (a backfill) gets an index.
 type series struct {
 	tenant, device string
-	windows        []*window // mostly in creation order (drop swaps the last in)
+	windows        []winRef // mostly in creation order (drop swaps the last in)
 	index          map[windowKey]*window
 }
 
 // indexFrom is the number of windows past which a series indexes them;
 // recentWindows are scanned before the index is asked.
 const (
-	indexFrom     = 16
-	recentWindows = 4
+	indexFrom     = 4
+	recentWindows = 2
 )
+
+// winRef is a window with its key inline, so that a scan reads one
+// contiguous slice instead of following a pointer per window.
+type winRef struct {
+	minute int64
+	metric string
+	w      *window
+}
 
 type windowKey struct {
 	metric string
@@ -304,8 +312,8 @@ func (a *Aggregator) window(s *series, metric string, minute int64) *window {
 		scan = min(scan, recentWindows)
 	}
 	for i := len(s.windows) - 1; i >= len(s.windows)-scan; i-- {
-		if w := s.windows[i]; w.minute == minute && w.metric == metric {
-			return w
+		if r := &s.windows[i]; r.minute == minute && r.metric == metric {
+			return r.w
 		}
 	}
 	if s.index != nil {
@@ -316,14 +324,14 @@ func (a *Aggregator) window(s *series, metric string, minute int64) *window {
 	w := &window{s: s, metric: metric, minute: minute, part: a.nextPart, held: true, pos: len(s.windows)}
 	w.points = w.buf[:0]
 	a.nextPart++
-	s.windows = append(s.windows, w)
+	s.windows = append(s.windows, winRef{minute, metric, w})
 	switch {
 	case s.index != nil:
 		s.index[windowKey{metric, minute}] = w
 	case len(s.windows) > indexFrom:
 		s.index = make(map[windowKey]*window, 2*len(s.windows))
-		for _, x := range s.windows {
-			s.index[windowKey{x.metric, x.minute}] = x
+		for _, r := range s.windows {
+			s.index[windowKey{r.metric, r.minute}] = r.w
 		}
 	}
 	a.n++
@@ -353,8 +361,8 @@ func (a *Aggregator) drop(w *window) {
 	s := w.s
 	last := len(s.windows) - 1
 	s.windows[w.pos] = s.windows[last]
-	s.windows[w.pos].pos = w.pos
-	s.windows[last] = nil
+	s.windows[w.pos].w.pos = w.pos
+	s.windows[last] = winRef{}
 	s.windows = s.windows[:last]
 	if s.index != nil {
 		delete(s.index, windowKey{w.metric, w.minute})
@@ -485,7 +493,9 @@ func (a *Aggregator) Advance(now time.Time) []Row {
 func (a *Aggregator) evict(now time.Time, out []Row) []Row {
 	ws := make([]*window, 0, a.n)
 	for _, s := range a.series {
-		ws = append(ws, s.windows...)
+		for _, r := range s.windows {
+			ws = append(ws, r.w)
+		}
 	}
 	slices.SortFunc(ws, func(x, y *window) int {
 		ex, ey := x.emitted && !x.dirty, y.emitted && !y.dirty
