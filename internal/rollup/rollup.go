@@ -184,8 +184,8 @@ type series struct {
 // indexFrom is the number of windows past which a series indexes them;
 // recentWindows are scanned before the index is asked.
 const (
-	indexFrom     = 4
-	recentWindows = 2
+	indexFrom     = 16
+	recentWindows = 4
 )
 
 // winRef is a window with its key inline, so that a scan reads one
