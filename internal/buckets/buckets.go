@@ -62,6 +62,7 @@ package buckets
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sluicehq/sluice/internal/model"
 )
@@ -423,9 +424,16 @@ func (p *Planner) Settle(all bool) []Entry {
 
 // Unsave is told that entries handed out for these partitions were not
 // stored (their commit failed): each is written again, exactly, by the
-// next round that places a row in it, or by the next Settle.
+// next round that places a row in it, or by the next Settle. A partition
+// whose series-day was forgotten meanwhile is left alone: the planner
+// reloads that series-day from the store, and an entry written from the
+// forgotten state could replace a newer one.
 func (p *Planner) Unsave(parts []*Partition) {
 	for _, pt := range parts {
+		s := p.days[pt.info.Key.SeriesDay()]
+		if s == nil || !slices.Contains(s.parts, pt) {
+			continue
+		}
 		pt.has = false
 		p.ahead[pt] = struct{}{}
 	}

@@ -188,3 +188,22 @@ func TestSettleIdleAndUnsave(t *testing.T) {
 		t.Fatalf("Settle after Unsave = %+v, want the exact entry of 2 rows", got)
 	}
 }
+
+// Unsave leaves alone a partition whose series-day was forgotten: an entry
+// written from that stale state could replace a newer one.
+func TestUnsaveForgotten(t *testing.T) {
+	p := buckets.New(reserveConfig())
+	s := p.Load(sdA, nil)
+	pt, err := p.Place(sdA, s, sdA.Day.Start()+5, 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.TakeDirty()
+	p.Settle(true)
+	p.Forget(sdA)
+	p.Load(sdA, nil) // reloaded, as the sink does on the next write
+	p.Unsave([]*buckets.Partition{pt})
+	if got := p.Settle(true); len(got) != 0 {
+		t.Fatalf("Settle wrote %+v for a forgotten partition", got)
+	}
+}
