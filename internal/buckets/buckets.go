@@ -175,6 +175,9 @@ type Partition struct {
 	has   bool
 	dirty bool   // queued in Planner.dirty
 	epoch uint64 // settle epoch of the last row placed
+	// pending counts entries handed out and not yet reported Landed: the
+	// series-day is not evicted while one may still fail.
+	pending int
 }
 
 // Key returns the partition's key.
@@ -264,8 +267,8 @@ func (p *Planner) ownedBy(sub uint32) bool {
 
 // evict forgets series-days until at most MaxSeriesDays remain, then about a
 // tenth more, so that it does not run on every round. Only series-days whose
-// entries are all stored exactly are forgotten (the others are settled
-// first, see Settle). Their state is reloaded from the catalogue on their
+// entries are all stored exactly, and none still in a commit, are
+// forgotten (the others are settled first, see Settle, or wait for Landed). Their state is reloaded from the catalogue on their
 // next write (after the commits that hold their changes), so forgetting
 // them is safe.
 func (p *Planner) evict() {
@@ -276,7 +279,7 @@ func (p *Planner) evict() {
 next:
 	for k, s := range p.days {
 		for _, pt := range s.parts {
-			if _, ok := p.ahead[pt]; ok || pt.dirty {
+			if _, ok := p.ahead[pt]; ok || pt.dirty || pt.pending > 0 {
 				continue next
 			}
 		}
@@ -373,6 +376,7 @@ func (p *Planner) TakeEntries(dst []Entry) []Entry {
 
 func (p *Planner) save(pt *Partition, e model.PartitionInfo) Entry {
 	pt.saved, pt.has = e, true
+	pt.pending++
 	if e != pt.info {
 		p.ahead[pt] = struct{}{}
 	} else {
@@ -437,6 +441,17 @@ func (p *Planner) Unsave(parts []*Partition) {
 		pt.has = false
 		p.ahead[pt] = struct{}{}
 	}
+}
+
+// Landed is told that the commits holding entries handed out for these
+// partitions (one element per entry) finished, stored or failed (failures
+// are also reported to Unsave, before). Call it between rounds: series-days
+// that may now be forgotten are, if more than MaxSeriesDays are held.
+func (p *Planner) Landed(parts []*Partition) {
+	for _, pt := range parts {
+		pt.pending--
+	}
+	p.evict()
 }
 
 // Resave returns the entries to write again for partitions whose earlier

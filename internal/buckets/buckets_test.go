@@ -542,21 +542,27 @@ func TestLoadNeverEvictsTheRound(t *testing.T) {
 			assign(t, p, sd, unit{sd.Day.Start(), 1, 10})
 		}
 	}
-	got := p.TakeDirty()
-	if len(got) != 2*len(sds) {
-		t.Errorf("TakeDirty returned %d entries, want %d", len(got), 2*len(sds))
+	es := p.TakeEntries(nil)
+	if len(es) != 2*len(sds) {
+		t.Errorf("TakeEntries returned %d entries, want %d", len(es), 2*len(sds))
+	}
+	if p.Len() != len(sds) {
+		t.Errorf("with their entries in flight, the planner holds %d series-days, want all %d", p.Len(), len(sds))
 	}
 	rows := make(map[model.SeriesDay]int64)
-	for _, pi := range got {
-		rows[pi.Key.SeriesDay()] += pi.Rows
+	var landed []*buckets.Partition
+	for _, e := range es {
+		rows[e.Info.Key.SeriesDay()] += e.Info.Rows
+		landed = append(landed, e.Part)
 	}
+	p.Landed(landed)
 	for _, sd := range sds {
 		if rows[sd] != 12 {
 			t.Errorf("entries of %v hold %d rows, want 12", sd, rows[sd])
 		}
 	}
 	if p.Len() > cfg.MaxSeriesDays {
-		t.Errorf("after TakeDirty the planner holds %d series-days, more than MaxSeriesDays %d", p.Len(), cfg.MaxSeriesDays)
+		t.Errorf("after Landed the planner holds %d series-days, more than MaxSeriesDays %d", p.Len(), cfg.MaxSeriesDays)
 	}
 }
 
@@ -572,7 +578,14 @@ func TestEvictionKeepsDirtyEntries(t *testing.T) {
 		return model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: fmt.Sprintf("dev-%d", i), Day: sdA.Day}
 	}
 	persist := func() {
-		for _, pi := range p.TakeDirty() {
+		es := p.TakeEntries(nil)
+		defer func() {
+			for _, e := range es {
+				p.Landed([]*buckets.Partition{e.Part})
+			}
+		}()
+		for _, e := range es {
+			pi := e.Info
 			k := pi.Key.SeriesDay()
 			i := slices.IndexFunc(catalogue[k], func(c model.PartitionInfo) bool { return c.Key == pi.Key })
 			if i < 0 {

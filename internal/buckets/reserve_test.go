@@ -1,6 +1,7 @@
 package buckets_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -205,5 +206,50 @@ func TestUnsaveForgotten(t *testing.T) {
 	p.Unsave([]*buckets.Partition{pt})
 	if got := p.Settle(true); len(got) != 0 {
 		t.Fatalf("Settle wrote %+v for a forgotten partition", got)
+	}
+}
+
+// A series-day whose entry is still in a commit is not forgotten, so a
+// failure of that commit (Unsave) can still be repaired from its state.
+func TestEvictionWaitsForLanded(t *testing.T) {
+	cfg := reserveConfig()
+	cfg.MaxSeriesDays = 1
+	p := buckets.New(cfg)
+	sd := func(i int) model.SeriesDay {
+		return model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: fmt.Sprint("dev-", i), Day: sdA.Day}
+	}
+	var inflight []*buckets.Partition
+	for i := range 3 {
+		s := p.Load(sd(i), nil)
+		if _, err := p.Place(sd(i), s, sdA.Day.Start(), 1, 10); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range p.TakeEntries(nil) {
+			inflight = append(inflight, e.Part)
+		}
+	}
+	if p.Len() != 3 {
+		t.Fatalf("with entries in flight the planner holds %d series-days, want 3", p.Len())
+	}
+	// The first commit failed: its partition is still held, so its entry is
+	// written again (with the other two, whose entries run ahead).
+	p.Unsave(inflight[:1])
+	settled := p.Settle(true)
+	found := false
+	var landed []*buckets.Partition
+	for _, e := range settled {
+		found = found || e.Part == inflight[0]
+		landed = append(landed, e.Part)
+	}
+	if !found {
+		t.Fatalf("Settle after a failed commit = %+v, want the lost entry among them", settled)
+	}
+	p.Landed(inflight)
+	if p.Len() != 3 {
+		t.Fatalf("with the settle commit in flight the planner holds %d series-days, want 3", p.Len())
+	}
+	p.Landed(landed)
+	if p.Len() > cfg.MaxSeriesDays {
+		t.Errorf("after every commit landed the planner holds %d series-days, more than %d", p.Len(), cfg.MaxSeriesDays)
 	}
 }

@@ -189,7 +189,10 @@ type Sink struct {
 	flight    map[*batch]struct{} // batches planned and not yet committed
 	// failed holds the partitions whose entry was in a batch that failed:
 	// the flusher has them written again (buckets.Planner.Unsave).
-	failed   map[*buckets.Partition]struct{}
+	failed map[*buckets.Partition]struct{}
+	// landed holds the partitions of entries whose commit finished, for
+	// the planner (buckets.Planner.Landed).
+	landed   []*buckets.Partition
 	versions Versioner // st, if it orders writes by version
 
 	settleEvery time.Duration
@@ -449,10 +452,11 @@ func (s *Sink) settle(all bool, done chan error) {
 	}
 }
 
-// takeFailed has the planner write again the entries of failed batches.
+// takeFailed has the planner write again the entries of failed batches,
+// and tells it which entries' commits finished.
 func (s *Sink) takeFailed() {
 	s.mu.Lock()
-	if len(s.failed) == 0 {
+	if len(s.failed) == 0 && len(s.landed) == 0 {
 		s.mu.Unlock()
 		return
 	}
@@ -461,8 +465,11 @@ func (s *Sink) takeFailed() {
 		parts = append(parts, pt)
 	}
 	clear(s.failed)
+	landed := s.landed
+	s.landed = nil
 	s.mu.Unlock()
 	s.planner.Unsave(parts)
+	s.planner.Landed(landed)
 }
 
 // plan places the rows of a group of requests and submits one batch.
@@ -797,6 +804,7 @@ func (s *Sink) committer() {
 				s.failed[pt] = struct{}{}
 			}
 		}
+		s.landed = append(s.landed, bt.entries...)
 		delete(s.flight, bt)
 		s.mu.Unlock()
 		bt.err = err
