@@ -29,6 +29,14 @@
 // there such batches commit concurrently.) A request whose audit event was
 // skipped because an earlier batch in flight holds the same event_id is
 // answered only once that batch is durable, and with its error if it failed.
+//
+// Catalogue entries run ahead of their partitions (see package buckets), so
+// a batch may add rows to a partition whose entry is carried by an earlier
+// batch still in flight: its requests are answered only once that batch is
+// durable, and fail if it failed (the rows would be stored where no reader
+// looks). The entries of a failed batch are written again by a later one,
+// and a series-day is not evicted from the planner while one of its entries
+// is in flight.
 package sink
 
 import (
