@@ -207,6 +207,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 var base = time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Hour)
 
+// TestOutboxDrainsAfterClickHouseRestart stops the shared ClickHouse of
+// scripts/servers.sh: run it alone (scripts/test.sh runs it after the other
+// packages' tests), not beside other packages that use ClickHouse.
 func TestOutboxDrainsAfterClickHouseRestart(t *testing.T) {
 	requireServer(t, true)
 	ch := openCH(t)
