@@ -1,44 +1,12 @@
 package rollup
 
-// minHeap is a binary min-heap of minutes.
-type minHeap []int64
+// keyed is an element of a heap: its ordering key.
+type keyed interface{ heapKey() int64 }
 
-func (h *minHeap) push(v int64) {
-	*h = append(*h, v)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		p := (i - 1) / 2
-		if s[p] <= s[i] {
-			break
-		}
-		s[p], s[i] = s[i], s[p]
-		i = p
-	}
-}
+// minute is a minute of closing windows, in the close queue.
+type minute int64
 
-func (h *minHeap) pop() int64 {
-	s := *h
-	top := s[0]
-	n := len(s) - 1
-	s[0] = s[n]
-	s = s[:n]
-	for i := 0; ; {
-		c := 2*i + 1
-		if c >= n {
-			break
-		}
-		if c+1 < n && s[c+1] < s[c] {
-			c++
-		}
-		if s[i] <= s[c] {
-			break
-		}
-		s[i], s[c] = s[c], s[i]
-		i = c
-	}
-	*h = s
-	return top
-}
+func (m minute) heapKey() int64 { return int64(m) }
 
 // expiryEntry says that w may be dropped at (ns, processing time).
 type expiryEntry struct {
@@ -46,15 +14,17 @@ type expiryEntry struct {
 	w  *window
 }
 
-// expiryHeap is a binary min-heap of entries by at.
-type expiryHeap []expiryEntry
+func (e expiryEntry) heapKey() int64 { return e.at }
 
-func (h *expiryHeap) push(e expiryEntry) {
-	*h = append(*h, e)
+// heap is a binary min-heap by heapKey. The smallest element is h[0].
+type heap[T keyed] []T
+
+func (h *heap[T]) push(v T) {
+	*h = append(*h, v)
 	s := *h
 	for i := len(s) - 1; i > 0; {
 		p := (i - 1) / 2
-		if s[p].at <= s[i].at {
+		if s[p].heapKey() <= s[i].heapKey() {
 			break
 		}
 		s[p], s[i] = s[i], s[p]
@@ -62,22 +32,23 @@ func (h *expiryHeap) push(e expiryEntry) {
 	}
 }
 
-func (h *expiryHeap) pop() expiryEntry {
+func (h *heap[T]) pop() T {
 	s := *h
 	top := s[0]
 	n := len(s) - 1
 	s[0] = s[n]
-	s[n] = expiryEntry{}
+	var zero T
+	s[n] = zero // no pointer kept past the end
 	s = s[:n]
 	for i := 0; ; {
 		c := 2*i + 1
 		if c >= n {
 			break
 		}
-		if c+1 < n && s[c+1].at < s[c].at {
+		if c+1 < n && s[c+1].heapKey() < s[c].heapKey() {
 			c++
 		}
-		if s[i].at <= s[c].at {
+		if s[i].heapKey() <= s[c].heapKey() {
 			break
 		}
 		s[i], s[c] = s[c], s[i]

@@ -230,8 +230,8 @@ type Aggregator struct {
 	series   map[seriesKey]*series
 	n        int // windows held
 	closing  map[int64][]*window
-	minutes  minHeap // the minutes of closing
-	expiry   expiryHeap
+	minutes  heap[minute] // the minutes of closing
+	expiry   heap[expiryEntry]
 	nextPart uint64
 	lastVer  uint64
 	stats    Stats
@@ -346,7 +346,7 @@ func (a *Aggregator) markDirty(w *window) {
 	w.queued = true
 	q, ok := a.closing[w.minute]
 	if !ok {
-		a.minutes.push(w.minute)
+		a.minutes.push(minute(w.minute))
 	}
 	a.closing[w.minute] = append(q, w)
 }
@@ -446,8 +446,8 @@ func (a *Aggregator) Advance(now time.Time) []Row {
 	// gathers each minute in one part.
 	drop := now.Add(-a.cfg.KeepClosed).UnixMilli()
 	due := a.scratch[:0]
-	for len(a.minutes) > 0 && a.minutes[0]+MinuteMillis <= wm {
-		m := a.minutes.pop()
+	for len(a.minutes) > 0 && int64(a.minutes[0])+MinuteMillis <= wm {
+		m := int64(a.minutes.pop())
 		for _, w := range a.closing[m] {
 			w.queued = false
 			if !w.held {
