@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // The gateway on the Cassandra backend, through the real binaries: `ingest
@@ -29,20 +29,11 @@ func cassandraAddr() string {
 	return "127.0.0.1:9042"
 }
 
-// requireCassandra skips the test when Cassandra does not answer, or fails
-// it under CI=true, where a missing server is an error.
+// requireCassandra skips when Cassandra does not answer (fails under
+// CI=true).
 func requireCassandra(t *testing.T) {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", cassandraAddr(), 2*time.Second)
-	if err == nil {
-		_ = conn.Close()
-		return
-	}
-	msg := fmt.Sprintf("Cassandra at %s is not reachable (%v); start it with: bash scripts/servers.sh up cassandra", cassandraAddr(), err)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testenv.Require(t, "cassandra", cassandraAddr())
 }
 
 // cassandraEnv returns the SLUICE_* settings that point the gateway and the

@@ -42,16 +42,8 @@ go vet ./...
 step "staticcheck"
 go tool staticcheck ./...
 
-# Tests that stop a shared server run alone, after the others: packages are
-# tested in parallel, and a ClickHouse stopped under another package's test
-# would fail it.
-alone='^TestOutboxDrainsAfterClickHouseRestart$'
-
 step "go test -race (unit and integration)"
-go test -race -count=1 -timeout 30m -skip "$alone" ./... 2>&1 | tee /tmp/sluice-test.out
-
-step "go test -race (tests that stop a server)"
-go test -race -count=1 -timeout 10m -run "$alone" ./internal/rollupfeed 2>&1 | tee -a /tmp/sluice-test.out
+go test -race -count=1 -timeout 30m ./... 2>&1 | tee /tmp/sluice-test.out
 
 step "fuzz (${SLUICE_FUZZTIME:-10s} per target)"
 bash scripts/fuzz.sh

@@ -38,7 +38,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -53,6 +52,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 func cassandraAddr() string {
@@ -62,20 +62,11 @@ func cassandraAddr() string {
 	return "127.0.0.1:9042"
 }
 
-// requireCassandra skips when Cassandra does not answer, or fails under
-// CI=true, where a missing server is an error.
+// requireCassandra skips when Cassandra does not answer (fails under
+// CI=true).
 func requireCassandra(tb testing.TB) {
 	tb.Helper()
-	conn, err := net.DialTimeout("tcp", cassandraAddr(), 2*time.Second)
-	if err == nil {
-		_ = conn.Close()
-		return
-	}
-	msg := fmt.Sprintf("Cassandra at %s is not reachable (%v); start it with: bash scripts/servers.sh up cassandra", cassandraAddr(), err)
-	if os.Getenv("CI") == "true" {
-		tb.Fatal(msg)
-	}
-	tb.Skip(msg)
+	testenv.Require(tb, "cassandra", cassandraAddr())
 }
 
 var (

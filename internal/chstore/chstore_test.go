@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,34 +15,17 @@ import (
 
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/rollup"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // requireServer skips (or, under CI=true, fails) when ClickHouse does not
-// answer on addr.
+// answer on addr. It holds the shared ClickHouse lock until the test ends.
 func requireServer(t testing.TB, addr string) {
 	t.Helper()
-	// A shared lock: the rollupfeed test that stops and restarts ClickHouse
-	// takes it exclusively, so this package never sees the server go away.
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "sluice-clickhouse-test.lock"), os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err == nil {
-		_ = c.Close()
-		return
-	}
-	msg := fmt.Sprintf("ClickHouse not reachable on %s (%v); start it with: bash scripts/servers.sh up clickhouse", addr, err)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testenv.LockClickHouse(t, false)
+	testenv.Require(t, "clickhouse", addr)
 }
 
 func testAddr() string {

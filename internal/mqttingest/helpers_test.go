@@ -23,26 +23,18 @@ import (
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/pebblestore"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // mosquittoAddr is where scripts/servers.sh runs Mosquitto
 // (SLUICE_MQTT_PORT moves it).
 var mosquittoAddr = "127.0.0.1:" + cmp.Or(os.Getenv("SLUICE_MQTT_PORT"), "1883")
 
-// requireServer skips the test when nothing listens on addr, or fails it
-// under CI=true, where every server must be up.
+// requireServer skips the test when nothing listens on addr (fails it
+// under CI=true).
 func requireServer(t testing.TB, addr, name string) {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err == nil {
-		_ = c.Close()
-		return
-	}
-	msg := fmt.Sprintf("%s is not reachable on %s (%v): start it with `bash scripts/servers.sh up %s`", name, addr, err, name)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testenv.Require(t, name, addr)
 }
 
 func testLogger(t testing.TB) *slog.Logger {

@@ -3,10 +3,7 @@ package retention_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/retention"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 func clickhouseAddr() string {
@@ -28,25 +26,8 @@ func clickhouseAddr() string {
 
 func openClickHouse(t *testing.T) *chstore.Store {
 	t.Helper()
-	// A shared lock: the rollupfeed test that stops and restarts ClickHouse
-	// takes it exclusively, so this test never sees the server go away.
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "sluice-clickhouse-test.lock"), os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_SH); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lock.Close() })
-	c, err := net.DialTimeout("tcp", clickhouseAddr(), 2*time.Second)
-	if err != nil {
-		msg := fmt.Sprintf("ClickHouse not reachable on %s (%v); start it with: bash scripts/servers.sh up clickhouse", clickhouseAddr(), err)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	_ = c.Close()
+	testenv.LockClickHouse(t, false)
+	testenv.Require(t, "clickhouse", clickhouseAddr())
 	cfg := chstore.DefaultConfig()
 	cfg.Addr = clickhouseAddr()
 	cfg.Database = fmt.Sprintf("sluice_retention_%d", time.Now().UnixNano())

@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rollupstore"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store/pebblestore"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -44,39 +43,13 @@ func chAddr() string {
 	return "127.0.0.1:9000"
 }
 
-// lockClickHouse takes a lock on the shared test ClickHouse: shared by
-// tests that only use it, exclusive for the one that stops and restarts it,
-// so that no test of another package sees it go away.
-func lockClickHouse(t testing.TB, exclusive bool) {
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "sluice-clickhouse-test.lock"), os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		t.Fatal(err)
-	}
-	how := syscall.LOCK_SH
-	if exclusive {
-		how = syscall.LOCK_EX
-	}
-	if err := syscall.Flock(int(f.Fd()), how); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
-}
-
 // requireServer skips (or, under CI=true, fails) when ClickHouse does not
-// answer.
+// answer. exclusive is for the test that stops ClickHouse (see
+// testenv.LockClickHouse).
 func requireServer(t testing.TB, exclusive bool) {
 	t.Helper()
-	lockClickHouse(t, exclusive)
-	c, err := net.DialTimeout("tcp", chAddr(), 2*time.Second)
-	if err == nil {
-		_ = c.Close()
-		return
-	}
-	msg := fmt.Sprintf("ClickHouse not reachable on %s (%v); start it with: bash scripts/servers.sh up clickhouse", chAddr(), err)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testenv.LockClickHouse(t, exclusive)
+	testenv.Require(t, "clickhouse", chAddr())
 }
 
 func openCH(t testing.TB) *chstore.Store {
@@ -208,8 +181,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 var base = time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Hour)
 
 // TestOutboxDrainsAfterClickHouseRestart stops the shared ClickHouse of
-// scripts/servers.sh: run it alone (scripts/test.sh runs it after the other
-// packages' tests), not beside other packages that use ClickHouse.
+// scripts/servers.sh; it holds the ClickHouse test lock exclusively
+// (testenv.LockClickHouse), so no test of another package runs meanwhile.
 func TestOutboxDrainsAfterClickHouseRestart(t *testing.T) {
 	requireServer(t, true)
 	ch := openCH(t)
