@@ -267,10 +267,13 @@ func (p *Planner) ownedBy(sub uint32) bool {
 
 // evict forgets series-days until at most MaxSeriesDays remain, then about a
 // tenth more, so that it does not run on every round. Only series-days whose
-// entries are all stored exactly, and none still in a commit, are
-// forgotten (the others are settled first, see Settle, or wait for Landed). Their state is reloaded from the catalogue on their
-// next write (after the commits that hold their changes), so forgetting
-// them is safe.
+// entries are all stored exactly, and none still in a commit, are forgotten:
+// one whose entry runs ahead stays until Settle made it exact (after one to
+// two settle intervals idle), one with an entry in a commit until Landed.
+// MaxSeriesDays is therefore a soft bound: the series-days written in the
+// last settle intervals stay on top of it. A forgotten series-day's state
+// is reloaded from the catalogue on its next write (after the commits that
+// hold its changes), so forgetting it is safe.
 func (p *Planner) evict() {
 	if len(p.days) <= p.cfg.MaxSeriesDays {
 		return
@@ -417,7 +420,7 @@ func (p *Planner) aheadOf(pi model.PartitionInfo) model.PartitionInfo {
 func (p *Planner) Settle(all bool) []Entry {
 	var out []Entry
 	for pt := range p.ahead {
-		if pt.dirty || !all && pt.epoch == p.epoch {
+		if !all && pt.epoch == p.epoch {
 			continue
 		}
 		out = append(out, p.save(pt, pt.info))

@@ -159,3 +159,50 @@ func TestReservedEntryLostWithFailedCommit(t *testing.T) {
 		t.Errorf("the acknowledged reading is not found by a reader")
 	}
 }
+
+// The same when the batch also closes a partition: its entries then number
+// as many as the partitions it writes rows to, and still it relies on an
+// entry in flight for one of them.
+func TestReliesOnEntryInFlightWhileClosing(t *testing.T) {
+	g := newGate()
+	defer g.open()
+	seen := make(chan struct{})
+	var once sync.Once
+	hs := &hookStore{Store: tempStore(t), hook: func(n int, b *store.Batch) error {
+		if n == 2 {
+			once.Do(func() { close(seen) })
+			g.wait()
+			return errors.New("disk on fire")
+		}
+		return nil
+	}}
+	bcfg := reserveBuckets()
+	cfg := testConfig()
+	cfg.BatchRows, cfg.Linger = 1, 0
+	s := start(t, cfg, bcfg, hs)
+	write := func(rs ...model.Reading) error {
+		return s.Write(context.Background(), &Request{Tenant: tenant, Readings: rs})
+	}
+	// Commit 1 fills device a's partition to the bound exactly.
+	var fill []model.Reading
+	for i := range int(bcfg.MaxRows) {
+		fill = append(fill, reading("a", base+int64(i), "m"))
+	}
+	if err := write(fill...); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	// Commit 2 carries device c's new entry, and will fail.
+	go func() { errs <- write(reading("c", base, "m")) }()
+	<-seen
+	// Commit 3 closes a's partition, opens the next, and adds a row to c
+	// within the entry of commit 2: two entries for two partitions written.
+	go func() { errs <- write(reading("a", base+5000, "m"), reading("c", base+1, "m")) }()
+	waitFor(t, "the third commit", func() bool { return hs.commits.Load() >= 3 })
+	g.open()
+	for range 2 {
+		if err := <-errs; err == nil {
+			t.Errorf("a request succeeded though the entry it relies on was not stored")
+		}
+	}
+}

@@ -610,7 +610,8 @@ func (s *Sink) submit(bt *batch, entries []buckets.Entry, written map[*buckets.P
 	}
 	carry(entries)
 	s.mu.Lock()
-	if len(written) > len(entries) || len(s.failed) > 0 {
+	// Nothing to rely on when no entry is in flight and none was lost.
+	if len(s.catalogue) > 0 || len(s.failed) > 0 {
 		carried := make(map[*buckets.Partition]struct{}, len(entries))
 		for _, e := range entries {
 			carried[e.Part] = struct{}{}
@@ -626,6 +627,7 @@ func (s *Sink) submit(bt *batch, entries []buckets.Entry, written map[*buckets.P
 				}
 			} else if _, ok := s.failed[pt]; ok {
 				lost = append(lost, pt)
+				delete(s.failed, pt) // written again here, not by the next round too
 			}
 		}
 		carry(s.planner.Resave(lost))
