@@ -337,7 +337,14 @@ func (f *Feed) persistLost() {
 	f.mu.Unlock()
 	sort.Slice(days, func(i, j int) bool { return days[i] < days[j] })
 	if err := f.ob.MarkDirty(days); err != nil {
-		f.logger.Error("mark rollup days dirty", "days", len(days), "err", err)
+		// Keep them for the next tick: a day lost here would never be
+		// reported for rebuild.
+		f.mu.Lock()
+		for _, d := range days {
+			f.lost[d] = struct{}{}
+		}
+		f.mu.Unlock()
+		f.logger.Error("mark rollup days dirty; will retry", "days", len(days), "err", err)
 		return
 	}
 	f.logger.Warn("rollups of these days are incomplete; run `query rollups rebuild` for them", "days", fmt.Sprint(days))

@@ -76,23 +76,19 @@ func Rebuild(ctx context.Context, raw Raw, dst Backend, tenant, device string, f
 		if err != nil {
 			return res, fmt.Errorf("read rollups of %q on %s: %w", j.device, j.day, err)
 		}
+		// The keys rebuilt now, before any retraction is added: a row of an
+		// earlier rebuild is replaced when its key is among them, else
+		// retracted (its minute has no readings any more).
+		rebuilt := make(map[rollup.Key]bool, len(rows))
+		for _, r := range rows {
+			rebuilt[r.Key] = true
+		}
 		for _, o := range old {
-			if o.Writer == rollup.RebuildWriter && o.Part == 0 {
-				continue // replaced by its new version, or retracted below if gone
+			if o.Writer == rollup.RebuildWriter && o.Part == 0 && rebuilt[o.Key] {
+				continue // replaced by its new version
 			}
 			rows = append(rows, rollup.Row{Key: o.Key, Writer: o.Writer, Part: o.Part, Version: version})
 			res.Retracted++
-		}
-		// A rebuilt row of an earlier rebuild whose minute has no readings now.
-		have := make(map[rollup.Key]bool, len(rows))
-		for _, r := range rows {
-			have[r.Key] = true
-		}
-		for _, o := range old {
-			if o.Writer == rollup.RebuildWriter && o.Part == 0 && !have[o.Key] {
-				rows = append(rows, rollup.Row{Key: o.Key, Writer: o.Writer, Version: version})
-				res.Retracted++
-			}
 		}
 		for c := range slices.Chunk(rows, 50_000) {
 			if err := dst.Insert(ctx, c); err != nil {
