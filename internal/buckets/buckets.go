@@ -429,6 +429,25 @@ func (p *Planner) Settle(all bool) []Entry {
 	return out
 }
 
+// SettleSeries returns exact entries for the partitions of these loaded
+// series-days whose stored entry is ahead of them (or was lost), whether
+// idle or not. Call it between rounds.
+func (p *Planner) SettleSeries(sds []model.SeriesDay) []Entry {
+	var out []Entry
+	for _, sd := range sds {
+		s := p.days[sd]
+		if s == nil {
+			continue
+		}
+		for _, pt := range s.parts {
+			if _, ok := p.ahead[pt]; ok {
+				out = append(out, p.save(pt, pt.info))
+			}
+		}
+	}
+	return out
+}
+
 // Unsave is told that entries handed out for these partitions were not
 // stored (their commit failed): each is written again, exactly, by the
 // next round that places a row in it, or by the next Settle. A partition

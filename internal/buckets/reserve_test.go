@@ -253,3 +253,26 @@ func TestEvictionWaitsForLanded(t *testing.T) {
 		t.Errorf("after every commit landed the planner holds %d series-days, more than %d", p.Len(), cfg.MaxSeriesDays)
 	}
 }
+
+// SettleSeries settles the named series-days only, idle or not.
+func TestSettleSeries(t *testing.T) {
+	p := buckets.New(reserveConfig())
+	sdB := model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: "dev-b", Day: sdA.Day}
+	for _, sd := range []model.SeriesDay{sdA, sdB} {
+		s := p.Load(sd, nil)
+		if _, err := p.Place(sd, s, sd.Day.Start()+5, 1, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.TakeDirty()
+	got := p.SettleSeries([]model.SeriesDay{sdA})
+	if len(got) != 1 || got[0].Info.Key.SeriesDay() != sdA || got[0].Info.Rows != 1 {
+		t.Fatalf("SettleSeries(sdA) = %+v, want sdA's exact entry only", got)
+	}
+	if again := p.SettleSeries([]model.SeriesDay{sdA}); len(again) != 0 {
+		t.Fatalf("second SettleSeries(sdA) = %+v, want nothing", again)
+	}
+	if rest := p.Settle(true); len(rest) != 1 || rest[0].Info.Key.SeriesDay() != sdB {
+		t.Fatalf("Settle(true) after it = %+v, want sdB's entry", rest)
+	}
+}

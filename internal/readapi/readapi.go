@@ -29,16 +29,17 @@ type Handler struct {
 	st     reader.Store
 	now    func() time.Time
 	logger *slog.Logger
-	settle func(context.Context) error
+	settle func(context.Context, ...model.SeriesDay) error
 }
 
 // Option adds optional behaviour to a Handler.
 type Option func(*Handler)
 
-// WithSettle has the partitions listing call settle first: the gateway's
-// sink then makes the catalogue entries exact (they may run ahead of their
-// partitions, see package buckets), so the listing shows exact counts.
-func WithSettle(settle func(context.Context) error) Option {
+// WithSettle has the partitions listing call settle for the series-day it
+// lists first: the gateway's sink then makes that series-day's catalogue
+// entries exact (they may run ahead of their partitions, see package
+// buckets), so the listing shows exact counts.
+func WithSettle(settle func(context.Context, ...model.SeriesDay) error) Option {
 	return func(h *Handler) { h.settle = settle }
 }
 
@@ -179,13 +180,14 @@ func (h *Handler) Partitions(w http.ResponseWriter, r *http.Request) {
 		httpx.Error(w, http.StatusBadRequest, "parameter day: "+err.Error())
 		return
 	}
+	sd := model.SeriesDay{Kind: k, Tenant: httpx.Tenant(r.Context()), Series: series, Day: day}
 	if h.settle != nil {
-		if err := h.settle(r.Context()); err != nil {
+		if err := h.settle(r.Context(), sd); err != nil {
 			h.fail(w, fmt.Errorf("settle the partition catalogue: %w", err))
 			return
 		}
 	}
-	parts, err := reader.Partitions(r.Context(), h.st, model.SeriesDay{Kind: k, Tenant: httpx.Tenant(r.Context()), Series: series, Day: day})
+	parts, err := reader.Partitions(r.Context(), h.st, sd)
 	if err != nil {
 		h.fail(w, err)
 		return

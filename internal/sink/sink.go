@@ -204,7 +204,7 @@ type Sink struct {
 	versions Versioner // st, if it orders writes by version
 
 	settleEvery time.Duration
-	settleReq   chan chan error
+	settleReq   chan settleRequest
 
 	commits   chan *batch
 	commitsWG sync.WaitGroup // committers running
@@ -252,7 +252,7 @@ func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg pro
 		failed:    make(map[*buckets.Partition]struct{}),
 
 		settleEvery: DefaultSettleInterval,
-		settleReq:   make(chan chan error),
+		settleReq:   make(chan settleRequest),
 		commits:     make(chan *batch),
 		done:        make(chan struct{}),
 	}
@@ -344,13 +344,22 @@ func (s *Sink) Close(ctx context.Context) error {
 	}
 }
 
-// Settle makes the catalogue entries of every partition written so far
-// exact, durably (see buckets.Planner.Settle), and returns once they are.
-// The partitions listing calls it so that it shows exact counts.
-func (s *Sink) Settle(ctx context.Context) error {
+// settleRequest asks the flusher to settle the entries of sds (all when
+// sds is empty) and to send the result to done.
+type settleRequest struct {
+	sds  []model.SeriesDay
+	done chan error
+}
+
+// Settle makes the catalogue entries of the partitions of sds (of every
+// partition written so far when sds is empty) exact, durably (see
+// buckets.Planner.Settle), and returns once they are. The partitions
+// listing calls it for the series-day it lists, so that it shows exact
+// counts.
+func (s *Sink) Settle(ctx context.Context, sds ...model.SeriesDay) error {
 	done := make(chan error, 1)
 	select {
-	case s.settleReq <- done:
+	case s.settleReq <- settleRequest{sds, done}:
 	case <-s.done:
 		return ErrClosed
 	case <-ctx.Done():
@@ -382,15 +391,15 @@ func (s *Sink) flusher() {
 		select {
 		case p, ok := <-s.in:
 			if !ok {
-				s.settle(true, nil)
+				s.settle(true, nil, nil)
 				return
 			}
 			first = p
 		case <-tick.C:
-			s.settle(false, nil)
+			s.settle(false, nil, nil)
 			continue
-		case done := <-s.settleReq:
-			s.settle(true, done)
+		case r := <-s.settleReq:
+			s.settle(true, r.sds, r.done)
 			continue
 		}
 		group := []*pending{first}
@@ -432,17 +441,23 @@ func (s *Sink) flusher() {
 		}
 		s.plan(group)
 		if !open {
-			s.settle(true, nil)
+			s.settle(true, nil, nil)
 			return
 		}
 	}
 }
 
 // settle commits exact catalogue entries for the partitions whose entry is
-// ahead of them: all, or the idle ones. done, if set, gets the result.
-func (s *Sink) settle(all bool, done chan error) {
+// ahead of them: those of sds if any are given, else all, or the idle ones.
+// done, if set, gets the result.
+func (s *Sink) settle(all bool, sds []model.SeriesDay, done chan error) {
 	s.takeFailed()
-	entries := s.planner.Settle(all)
+	var entries []buckets.Entry
+	if len(sds) > 0 {
+		entries = s.planner.SettleSeries(sds)
+	} else {
+		entries = s.planner.Settle(all)
+	}
 	if len(entries) == 0 {
 		if done != nil {
 			done <- nil
