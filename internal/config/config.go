@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/mqttingest"
 	"github.com/sluicehq/sluice/internal/retention"
 	"github.com/sluicehq/sluice/internal/rollupfeed"
@@ -362,8 +363,8 @@ func (c Config) Validate() error {
 			bad("auth.tokens[%d].token: listed twice", i)
 		}
 		seen[t.Token] = true
-		if !validTenant(t.Tenant) {
-			bad("auth.tokens[%d].tenant: %q must be 1-64 characters of A-Z a-z 0-9 _ . : -", i, t.Tenant)
+		if !model.ValidTenant(t.Tenant) {
+			bad("auth.tokens[%d].tenant: %q must be "+model.TenantRule, i, t.Tenant)
 		}
 	}
 	if err := c.Limits.Decode().Validate(); err != nil {
@@ -410,17 +411,4 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-func validTenant(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
-			return false
-		}
-	}
-	return true
 }

@@ -207,3 +207,20 @@ type DeadLetter struct {
 	Payload   []byte // the payload, cut at the configured size limit
 	Truncated bool   // Payload was cut
 }
+
+// TenantRule says what a tenant name may be, for error messages.
+const TenantRule = "1-64 characters of A-Z a-z 0-9 _ . : -"
+
+// ValidTenant reports whether s is a valid tenant name (TenantRule).
+func ValidTenant(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

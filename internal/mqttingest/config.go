@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/broker"
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 // Config is mqtt.* in the gateway configuration.
@@ -149,12 +150,12 @@ func (c Config) Validate() error {
 			bad("mqtt.topics[%d].qos: must be 0, 1 or 2, got %d", i, t.QoS)
 		}
 	}
-	if !validTenant(c.Tenant) {
-		bad("mqtt.tenant: %q must be 1-64 characters of A-Z a-z 0-9 _ . : -", c.Tenant)
+	if !model.ValidTenant(c.Tenant) {
+		bad("mqtt.tenant: %q must be "+model.TenantRule, c.Tenant)
 	}
 	for i, t := range c.Tenants {
-		if !validTenant(t) {
-			bad("mqtt.tenants[%d]: %q must be 1-64 characters of A-Z a-z 0-9 _ . : -", i, t)
+		if !model.ValidTenant(t) {
+			bad("mqtt.tenants[%d]: %q must be "+model.TenantRule, i, t)
 		}
 	}
 	if c.SharedGroup != "" && strings.ContainsAny(c.SharedGroup, "+#/") {
@@ -185,8 +186,8 @@ func (c Config) Validate() error {
 	}
 	if c.Embedded.Enabled && tmpl != nil {
 		for i, u := range c.Embedded.Users {
-			if tmpl.HasTenant() && !validTenant(u.Tenant) {
-				bad("mqtt.embedded.users[%d].tenant: %q must be set (the topic template has {tenant}) to 1-64 characters of A-Z a-z 0-9 _ . : -", i, u.Tenant)
+			if tmpl.HasTenant() && !model.ValidTenant(u.Tenant) {
+				bad("mqtt.embedded.users[%d].tenant: %q must be set (the topic template has {tenant}) to "+model.TenantRule, i, u.Tenant)
 			}
 			if strings.ContainsAny(u.DeviceID, "+#/") {
 				bad("mqtt.embedded.users[%d].device_id: %q must not contain + # /", i, u.DeviceID)

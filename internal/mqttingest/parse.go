@@ -77,9 +77,9 @@ func (p *parser) decode(topic string, payload []byte, recv, now time.Time) (stri
 	}
 	if !p.tmpl.HasTenant() {
 		tenant = p.cfg.Tenant
-	} else if !validTenant(tenant) || (p.tenants != nil && !p.tenants[tenant]) {
+	} else if !model.ValidTenant(tenant) || (p.tenants != nil && !p.tenants[tenant]) {
 		return p.cfg.Tenant, nil, p.deadLetter(topic, payload, recv, p.cfg.Tenant, "unknown_tenant",
-			fmt.Errorf("topic %q: tenant %q is not allowed (mqtt.tenants, or 1-64 characters of A-Z a-z 0-9 _ . : -)", topic, tenant))
+			fmt.Errorf("topic %q: tenant %q is not allowed (mqtt.tenants, or "+model.TenantRule+")", topic, tenant))
 	}
 	lim := p.lim
 	if p.horizon != nil {

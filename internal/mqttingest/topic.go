@@ -59,9 +59,6 @@ func ParseTemplate(s string) (*Template, error) {
 	return t, nil
 }
 
-// String returns the template as written.
-func (t *Template) String() string { return t.src }
-
 // HasTenant reports whether the template carries {tenant}.
 func (t *Template) HasTenant() bool { return t.tenant >= 0 }
 
@@ -132,19 +129,4 @@ func (t *Template) Render(tenant, device string) string {
 		parts[i] = l
 	}
 	return strings.Join(parts, "/")
-}
-
-// validTenant reports whether s is 1-64 characters of A-Z a-z 0-9 _ . : -, the
-// tenant charset of the whole gateway.
-func validTenant(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
-			return false
-		}
-	}
-	return true
 }

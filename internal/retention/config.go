@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/store"
 )
 
@@ -114,8 +115,8 @@ func (c Config) Validate(bounds ...Bound) error {
 	}
 	slices.Sort(names)
 	for _, t := range names {
-		if !validTenant(t) {
-			bad("retention.tenants: %q is not a tenant name (1-64 characters of A-Z a-z 0-9 _ . : -)", t)
+		if !model.ValidTenant(t) {
+			bad("retention.tenants: %q is not a tenant name ("+model.TenantRule+")", t)
 			continue
 		}
 		policy("retention.tenants."+t+".", c.Tenants[t], true)
@@ -148,17 +149,4 @@ func (c Config) For(k store.BucketKind, tenant string) time.Duration {
 // Ingest refuses rows older than it: their day would already be expired.
 func (c Config) Horizon(k store.BucketKind, tenant string, now time.Time) time.Time {
 	return now.Add(-c.For(k, tenant))
-}
-
-func validTenant(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
