@@ -337,7 +337,11 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 	// The audit ids, and meanwhile the catalogue entries, through
 	// catalogueLoop, which writes those of every commit waiting at once.
 	auditErr := make(chan error, 1)
-	go func() { auditErr <- s.run(ctx, "audit_ids_write", s.auditIDOps(b, ts)) }()
+	if ops := s.auditIDOps(b, ts); len(ops) > 0 {
+		go func() { auditErr <- s.run(ctx, "audit_ids_write", ops) }()
+	} else {
+		auditErr <- nil // readings only: no goroutine
+	}
 	catErr := s.writeCatalogue(ctx, b.Catalogue, ts)
 	if err := <-auditErr; err != nil {
 		return fmt.Errorf("write audit ids: %w", err)
