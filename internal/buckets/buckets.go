@@ -109,9 +109,10 @@ type Config struct {
 	// Writer is this gateway's slot (0-255). Gateways that write the same
 	// store at once need different slots so their partitions are disjoint.
 	Writer int `mapstructure:"writer_id"`
-	// MaxSeriesDays bounds the planner's memory; beyond it, series-days are
-	// forgotten (at TakeDirty, never between Load and Assign) and reloaded
-	// from the catalogue when next written.
+	// MaxSeriesDays bounds the planner's memory, softly (see evict); beyond
+	// it, series-days are forgotten (at the end of a round, in TakeEntries,
+	// or in Landed; never between Load and Place) and reloaded from the
+	// catalogue when next written.
 	MaxSeriesDays int `mapstructure:"max_series_days"`
 	// PerWriterSingle gives each writer its own single partition instead of
 	// the shared sub-bucket 0 (see "Several writers" above). It is not a
@@ -227,10 +228,11 @@ func (p *Planner) Lookup(sd model.SeriesDay) *Series { return p.days[sd] }
 func (p *Planner) Len() int { return len(p.days) }
 
 // Load installs the catalogue of a series-day, as read from the store, and
-// returns its state. It must be called before the first Assign for that
+// returns its state. It must be called before the first Place for that
 // series-day. It never evicts: a caller loads every series-day of a round,
-// then assigns, and a series-day it loaded or found Known must stay loaded
-// until TakeDirty.
+// then places, and a series-day it loaded or found with Lookup stays loaded
+// until TakeEntries. (Assign, TakeDirty and Known are the same calls by
+// series-day key, for callers that need no handles.)
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
 	s := &Series{parts: make([]*Partition, 0, len(parts))}
 	for _, pi := range parts {
