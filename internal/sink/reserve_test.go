@@ -111,26 +111,33 @@ func TestSettleIdle(t *testing.T) {
 	})
 }
 
-// A batch whose rows rely on an entry carried by an earlier batch in
-// flight fails when that batch fails, and the lost entry is written again
-// by the next batch.
-func TestReservedEntryLostWithFailedCommit(t *testing.T) {
-	g := newGate()
-	defer g.open()
-	var first sync.Once
-	var firstSeen = make(chan struct{})
-	hs := &hookStore{Store: tempStore(t), hook: func(n int, b *store.Batch) error {
-		if n == 1 {
-			first.Do(func() { close(firstSeen) })
+// startFailingCommit starts a sink with the reserve, one batch per request,
+// whose commit number failing (counting from 1) waits for the gate to open
+// and then fails; seen is closed when that commit has begun.
+func startFailingCommit(t *testing.T, failing int) (s *Sink, hs *hookStore, seen chan struct{}, g *gate) {
+	t.Helper()
+	g, seen = newGate(), make(chan struct{})
+	var once sync.Once
+	hs = &hookStore{Store: tempStore(t), hook: func(n int, _ *store.Batch) error {
+		if n == failing {
+			once.Do(func() { close(seen) })
 			g.wait()
 			return errors.New("disk on fire")
 		}
 		return nil
 	}}
-	bcfg := reserveBuckets()
 	cfg := testConfig()
 	cfg.BatchRows, cfg.Linger = 1, 0
-	s := start(t, cfg, bcfg, hs)
+	return start(t, cfg, reserveBuckets(), hs), hs, seen, g
+}
+
+// A batch whose rows rely on an entry carried by an earlier batch in
+// flight fails when that batch fails, and the lost entry is written again
+// by the next batch.
+func TestReservedEntryLostWithFailedCommit(t *testing.T) {
+	s, hs, firstSeen, g := startFailingCommit(t, 1)
+	defer g.open()
+	bcfg := reserveBuckets()
 	write := func(i int) error {
 		return s.Write(context.Background(), &Request{Tenant: tenant, Readings: []model.Reading{reading("dev", base+int64(i)*1000, "a")}})
 	}
@@ -164,22 +171,9 @@ func TestReservedEntryLostWithFailedCommit(t *testing.T) {
 // as many as the partitions it writes rows to, and still it relies on an
 // entry in flight for one of them.
 func TestReliesOnEntryInFlightWhileClosing(t *testing.T) {
-	g := newGate()
+	s, hs, seen, g := startFailingCommit(t, 2)
 	defer g.open()
-	seen := make(chan struct{})
-	var once sync.Once
-	hs := &hookStore{Store: tempStore(t), hook: func(n int, b *store.Batch) error {
-		if n == 2 {
-			once.Do(func() { close(seen) })
-			g.wait()
-			return errors.New("disk on fire")
-		}
-		return nil
-	}}
 	bcfg := reserveBuckets()
-	cfg := testConfig()
-	cfg.BatchRows, cfg.Linger = 1, 0
-	s := start(t, cfg, bcfg, hs)
 	write := func(rs ...model.Reading) error {
 		return s.Write(context.Background(), &Request{Tenant: tenant, Readings: rs})
 	}
