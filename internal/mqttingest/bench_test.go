@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
+	"net/url"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,11 +89,20 @@ func noopDrain(b *testing.B, prefix string, topics, payloads []string) (time.Dur
 	var got atomic.Int64
 	done := make(chan struct{})
 	o := mqtt.NewClientOptions().AddBroker("tcp://" + mosquittoAddr).SetClientID(id).SetCleanSession(false).
-		SetOrderMatters(true).SetDefaultPublishHandler(func(mqtt.Client, mqtt.Message) {
+		SetOrderMatters(true).SetConnectTimeout(30 * time.Second).SetDefaultPublishHandler(func(mqtt.Client, mqtt.Message) {
 		if got.Add(1) == int64(len(topics)) {
 			close(done)
 		}
 	})
+	if os.Getenv("SLUICE_BENCH_LIMIT_CONN") == "buffered" {
+		o.SetCustomOpenConnectionFn(func(u *url.URL, o mqtt.ClientOptions) (net.Conn, error) {
+			c, err := dialBroker(u, o)
+			if err != nil {
+				return nil, err
+			}
+			return newBufConn(c, 30*time.Second), nil
+		})
+	}
 	c := mqtt.NewClient(o)
 	if tok := c.Connect(); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
 		b.Fatalf("connect: %v", tok.Error())
@@ -217,6 +229,7 @@ func sluiceDrain(b *testing.B, prefix string, topics, payloads []string) drainSt
 	g.stop(b)
 	queue(b, topics, payloads, prefix+"-pub-sluice")
 	w0, n0 := cw.writes.Load(), cw.nanos.Load()
+	stopProfile := profileGateway(b)
 	start, cpu0 := time.Now(), cpuNow(b)
 	g = startGatewayWait(b, cfg, cw, false)
 	// Sample the messages in flight (received, not yet acknowledged).
@@ -237,9 +250,33 @@ wait:
 	tick.Stop()
 	st := drainStats{d: time.Since(start), writes: cw.writes.Load() - w0, wait: time.Duration(cw.nanos.Load() - n0),
 		inflight: float64(sum) / float64(max(samples, 1)), cpu: cpuNow(b).sub(cpu0)}
+	stopProfile()
 	g.stop(b)
 	dropSession(b, cfg.ClientID)
 	return st
+}
+
+// profileGateway starts a CPU profile of the gateway's drain when
+// SLUICE_BENCH_CPUPROFILE names a file (the last drain of the run is kept),
+// and returns the function that stops it.
+func profileGateway(b *testing.B) func() {
+	path := os.Getenv("SLUICE_BENCH_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
+	}
 }
 
 // storeDrain measures what the store itself can take: the readings of the

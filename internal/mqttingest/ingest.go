@@ -172,9 +172,17 @@ func (in *Ingester) Start() error {
 	if tc != nil {
 		o.SetTLSConfig(tc)
 	}
+	open := dialBroker
 	if in.openConn != nil {
-		o.SetCustomOpenConnectionFn(in.openConn)
+		open = in.openConn
 	}
+	o.SetCustomOpenConnectionFn(func(u *url.URL, o mqtt.ClientOptions) (net.Conn, error) {
+		c, err := open(u, o)
+		if err != nil {
+			return nil, err
+		}
+		return newBufConn(c, in.cfg.ConnectTimeout), nil
+	})
 	o.SetDefaultPublishHandler(in.handle)
 	o.SetOnConnectHandler(func(c mqtt.Client) {
 		in.m.connects.Inc()

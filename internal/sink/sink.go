@@ -515,25 +515,18 @@ func (s *Sink) plan(group []*pending) {
 		return
 	}
 	bt := &batch{}
-	parts := make(map[*buckets.Partition]int) // index into bt.b.Partitions
-	add := func(pt *buckets.Partition) *store.PartitionWrite {
-		i, ok := parts[pt]
-		if !ok {
-			i = len(bt.b.Partitions)
-			parts[pt] = i
-			bt.b.Partitions = append(bt.b.Partitions, store.PartitionWrite{Key: pt.Key()})
-		}
-		return &bt.b.Partitions[i]
+	// Rows are placed request by request (a request whose rows cannot all
+	// be placed fails alone), then copied into their partitions' writes,
+	// each sized to fit in one allocation.
+	n := 0
+	for _, p := range group {
+		n += len(p.req.Readings) + len(p.req.Audit)
 	}
-	type placed struct {
-		pt  *buckets.Partition
-		idx int
-	}
-	var places []placed
+	all := make([]placed, 0, n)
 	var ids []store.AuditID
 	var dupOf []*batch
 	for gi, p := range group {
-		places = places[:0]
+		from := len(all)
 		ids = ids[:0]
 		dupOf = dupOf[:0]
 		hs := series[gi]
@@ -549,9 +542,8 @@ func (s *Sink) plan(group []*pending) {
 			if pt, err = s.planner.Place(sd, hs[i], r.TS, int64(len(r.Metrics)), size); err != nil {
 				break
 			}
-			places = append(places, placed{pt, i})
+			all = append(all, placed{pt: pt, req: p.req, idx: int32(i), rows: int32(len(r.Metrics))})
 		}
-		nr := len(places)
 		for i := range p.req.Audit {
 			if err != nil {
 				break
@@ -573,7 +565,7 @@ func (s *Sink) plan(group []*pending) {
 			// A later copy in this group is a duplicate, stored by this batch.
 			// Only marked once placed: a copy that failed to place is not stored.
 			dups[id] = nil
-			places = append(places, placed{pt, i})
+			all = append(all, placed{pt: pt, req: p.req, idx: int32(i), rows: 1, audit: true})
 			ids = append(ids, id)
 		}
 		if err != nil {
@@ -582,16 +574,9 @@ func (s *Sink) plan(group []*pending) {
 			for _, id := range ids {
 				delete(dups, id)
 			}
+			all = all[:from]
 			s.finish(p, fmt.Errorf("place rows: %w", err))
 			continue
-		}
-		for j, pl := range places {
-			pw := add(pl.pt)
-			if j < nr {
-				pw.Readings = model.AppendReadingRows(pw.Readings, p.req.Readings[pl.idx])
-			} else {
-				pw.Events = append(pw.Events, p.req.Audit[pl.idx])
-			}
 		}
 		for _, dl := range p.req.DeadLetters {
 			dl.Tenant = p.req.Tenant
@@ -603,12 +588,76 @@ func (s *Sink) plan(group []*pending) {
 		}
 		bt.waiters = append(bt.waiters, p)
 	}
+	parts := s.writes(bt, all)
 	entries := s.planner.TakeEntries(nil)
 	s.m.entries.WithLabelValues("placed").Add(float64(len(entries)))
 	if len(bt.waiters) == 0 && len(entries) == 0 {
 		return
 	}
 	s.submit(bt, entries, parts)
+}
+
+// placed is one placed reading (its rows) or audit event of a request.
+type placed struct {
+	pt    *buckets.Partition
+	req   *Request
+	idx   int32 // in req.Readings or req.Audit
+	rows  int32
+	audit bool
+}
+
+// writes fills bt's partition writes with the rows of all, grouped by
+// partition in order of first appearance, and returns each partition's
+// index in bt.b.Partitions. Every partition's rows are counted first, so
+// that all readings of the batch share one allocation.
+func (s *Sink) writes(bt *batch, all []placed) map[*buckets.Partition]int {
+	parts := make(map[*buckets.Partition]int, min(len(all), 1024))
+	at := make([]int32, len(all)) // partition index of each placed row
+	var order []*buckets.Partition
+	var counts []int32
+	var readings, events int
+	for i := range all {
+		pl := &all[i]
+		j, ok := parts[pl.pt]
+		if !ok {
+			j = len(order)
+			parts[pl.pt] = j
+			order = append(order, pl.pt)
+			counts = append(counts, 0)
+		}
+		at[i] = int32(j)
+		counts[j] += pl.rows
+		if pl.audit {
+			events++
+		} else {
+			readings += int(pl.rows)
+		}
+	}
+	bt.b.Partitions = make([]store.PartitionWrite, len(order))
+	for j, pt := range order {
+		bt.b.Partitions[j].Key = pt.Key()
+	}
+	rows := make([]model.ReadingRow, readings)
+	evs := make([]model.AuditEvent, events)
+	for j := range bt.b.Partitions {
+		pw := &bt.b.Partitions[j]
+		n := int(counts[j])
+		if pw.Key.Kind == model.KindAudit {
+			pw.Events, evs = evs[:0:n], evs[n:]
+		} else {
+			pw.Readings, rows = rows[:0:n], rows[n:]
+		}
+	}
+	for i := range all {
+		pl := &all[i]
+		pw := &bt.b.Partitions[at[i]]
+		if pl.audit {
+			pw.Events = append(pw.Events, pl.req.Audit[pl.idx])
+		} else {
+			pw.Readings = model.AppendReadingRows(pw.Readings, pl.req.Readings[pl.idx])
+		}
+	}
+	return parts
 }
 
 // submit registers a planned batch and hands it to a committer. written
@@ -693,7 +742,13 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 		hs := make([]*buckets.Series, len(p.req.Readings)+len(p.req.Audit))
 		for i := range p.req.Readings {
 			r := &p.req.Readings[i]
-			need(model.SeriesDay{Kind: model.KindReadings, Tenant: p.req.Tenant, Series: r.DeviceID, Day: model.DayOf(r.TS)}, &hs[i])
+			day := model.DayOf(r.TS)
+			// A device's readings mostly come together (an MQTT message).
+			if prev := i - 1; prev >= 0 && hs[prev] != nil && r.DeviceID == p.req.Readings[prev].DeviceID && day == model.DayOf(p.req.Readings[prev].TS) {
+				hs[i] = hs[prev]
+				continue
+			}
+			need(model.SeriesDay{Kind: model.KindReadings, Tenant: p.req.Tenant, Series: r.DeviceID, Day: day}, &hs[i])
 		}
 		for i := range p.req.Audit {
 			e := &p.req.Audit[i]

@@ -1,0 +1,159 @@
+package mqttingest
+
+import (
+	"bufio"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sync"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+	"golang.org/x/net/proxy"
+)
+
+// dialBroker opens the network connection to one broker URL, as paho would
+// (tcp and mqtt through any proxy of the environment, TLS for ssl, tls and
+// mqtts, websockets for ws and wss).
+func dialBroker(u *url.URL, o mqtt.ClientOptions) (net.Conn, error) {
+	d := &net.Dialer{Timeout: o.ConnectTimeout}
+	switch u.Scheme {
+	case "tcp", "mqtt":
+		return proxy.FromEnvironmentUsing(d).Dial("tcp", u.Host)
+	case "ssl", "tls", "mqtts":
+		return (&tls.Dialer{NetDialer: d, Config: o.TLSConfig}).Dial("tcp", u.Host)
+	case "ws", "wss":
+		target := *u
+		target.User = nil
+		var tc *tls.Config
+		if u.Scheme == "wss" {
+			tc = o.TLSConfig
+		}
+		return mqtt.NewWebsocket(target.String(), tc, o.ConnectTimeout, o.HTTPHeaders, o.WebsocketOptions)
+	}
+	return nil, fmt.Errorf("mqtt: no dialer for scheme %q", u.Scheme)
+}
+
+// Sizes of a bufConn's buffers: reads, and writes queued before Write waits.
+const (
+	connReadBuffer  = 64 << 10
+	connWriteBuffer = 64 << 10
+)
+
+// errConnClosed is what Write returns once the connection was closed.
+var errConnClosed = errors.New("mqtt: connection closed")
+
+// bufConn cuts the system calls that paho makes per packet. paho reads a
+// packet's fixed header a byte at a time and writes every packet (each
+// PUBACK) with its own call; at tens of thousands of messages a second
+// those calls cost more CPU than decoding the messages. bufConn reads
+// through a buffer, and Write only queues the bytes: one goroutine writes
+// out whatever was queued while its previous write was in progress, so
+// acknowledgements that come together leave in one call and a lone one
+// leaves at once. Each of its writes has the write timeout; paho's own
+// write deadlines are not needed and are ignored. Close sends what is
+// queued first (a DISCONNECT), within the write timeout.
+type bufConn struct {
+	net.Conn
+	r       *bufio.Reader
+	timeout time.Duration
+
+	mu      sync.Mutex
+	room    *sync.Cond // queue drained, or err set
+	queued  []byte
+	spare   []byte
+	writing bool
+	err     error // the first write error, or errConnClosed
+	wake    chan struct{}
+	done    chan struct{}
+	closing sync.Once
+}
+
+func newBufConn(c net.Conn, writeTimeout time.Duration) *bufConn {
+	b := &bufConn{
+		Conn: c, r: bufio.NewReaderSize(c, connReadBuffer), timeout: writeTimeout,
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	b.room = sync.NewCond(&b.mu)
+	go b.writer()
+	return b
+}
+
+func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// Write queues p; it waits only while the queue is full.
+func (b *bufConn) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.err == nil && len(b.queued) > 0 && len(b.queued)+len(p) > connWriteBuffer {
+		b.room.Wait()
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	b.queued = append(b.queued, p...)
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+// writer writes out the queue until the connection fails or is closed.
+func (b *bufConn) writer() {
+	for {
+		select {
+		case <-b.wake:
+		case <-b.done:
+			return
+		}
+		b.mu.Lock()
+		for len(b.queued) > 0 && b.err == nil {
+			out := b.queued
+			b.queued, b.spare = b.spare[:0], nil
+			b.writing = true
+			b.mu.Unlock()
+			err := b.Conn.SetWriteDeadline(time.Now().Add(b.timeout))
+			if err == nil {
+				_, err = b.Conn.Write(out)
+			}
+			b.mu.Lock()
+			b.writing = false
+			b.spare = out[:0]
+			if err != nil && b.err == nil {
+				// The reader sees the failure too, and paho reconnects.
+				b.err = err
+				_ = b.Conn.Close()
+			}
+			b.room.Broadcast()
+		}
+		b.mu.Unlock()
+	}
+}
+
+// SetWriteDeadline is a no-op: writes are timed by the writer.
+func (b *bufConn) SetWriteDeadline(time.Time) error { return nil }
+
+// SetDeadline sets the read deadline only (see SetWriteDeadline).
+func (b *bufConn) SetDeadline(t time.Time) error { return b.Conn.SetReadDeadline(t) }
+
+// Close writes out what is queued, then closes the connection.
+func (b *bufConn) Close() error {
+	b.mu.Lock()
+	for b.err == nil && (len(b.queued) > 0 || b.writing) {
+		b.room.Wait()
+	}
+	if b.err == nil {
+		b.err = errConnClosed
+	}
+	b.room.Broadcast()
+	b.mu.Unlock()
+	var err error
+	b.closing.Do(func() {
+		close(b.done)
+		err = b.Conn.Close()
+	})
+	return err
+}
