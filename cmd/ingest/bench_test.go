@@ -133,13 +133,25 @@ func benchWorkload(name string, n int) ([][]benchReading, [][]byte) {
 
 var benchWorkloads = []string{"live", "backfill"}
 
+// BenchmarkHTTPIngest runs the gateway on each workload twice: with the
+// default configuration (rollups on), and with rollups off, which is the
+// HTTP → durable store path alone (rollups are computed after the commit,
+// off the request path, and have their own budget: see docs/benchmarks.md).
 func BenchmarkHTTPIngest(b *testing.B) {
 	for _, w := range benchWorkloads {
-		b.Run(w, func(b *testing.B) { benchHTTPIngest(b, w) })
+		b.Run(w, func(b *testing.B) {
+			for _, rollups := range []bool{true, false} {
+				name := "rollups=on"
+				if !rollups {
+					name = "rollups=off"
+				}
+				b.Run(name, func(b *testing.B) { benchHTTPIngest(b, w, rollups) })
+			}
+		})
 	}
 }
 
-func benchHTTPIngest(b *testing.B, workload string) {
+func benchHTTPIngest(b *testing.B, workload string, rollups bool) {
 	_, bodies := benchWorkload(workload, b.N)
 	// Defaults, with SLUICE_* environment overrides to try other settings.
 	cfg, _, err := config.Load("", os.Environ())
@@ -147,6 +159,7 @@ func benchHTTPIngest(b *testing.B, workload string) {
 		b.Fatal(err)
 	}
 	cfg.DataDir = b.TempDir()
+	cfg.Rollups.Enabled = cfg.Rollups.Enabled && rollups
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.Auth.Tokens = []config.Token{{Token: "bench-token", Tenant: "bench"}}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"runtime"
 	"sync"
 	"time"
 
@@ -109,6 +110,9 @@ func (b *bufConn) writer() {
 		case <-b.done:
 			return
 		}
+		// Let the goroutine that woke us queue what it has at hand (a run
+		// of acknowledgements) before writing.
+		runtime.Gosched()
 		b.mu.Lock()
 		for len(b.queued) > 0 && b.err == nil {
 			out := b.queued

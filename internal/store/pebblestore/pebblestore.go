@@ -80,7 +80,7 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	pb := s.db.NewBatch()
+	pb := s.db.NewBatchWithSize(batchSize(b))
 	defer pb.Close()
 	var key, val []byte
 	for _, pw := range b.Partitions {
@@ -128,6 +128,20 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 		return fmt.Errorf("commit %d rows: %w", b.Rows(), err)
 	}
 	return nil
+}
+
+// batchSize estimates the bytes of b in a Pebble batch, so that the batch
+// is allocated once instead of grown by copying as rows are added.
+func batchSize(b *store.Batch) int {
+	n := 64
+	for _, pw := range b.Partitions {
+		key := 32 + len(pw.Key.Tenant) + len(pw.Key.Series) // prefix, timestamp, lengths
+		n += len(pw.Readings) * (key + 32)
+		for _, e := range pw.Events {
+			n += 2*key + int(e.Size()) + 32 // the event and its id index entry
+		}
+	}
+	return n + 64*len(b.Catalogue)
 }
 
 // Catalogue returns every partition of one series-day, ordered by sub-bucket.
