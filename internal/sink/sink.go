@@ -866,8 +866,16 @@ func (s *Sink) committer() {
 			err = fmt.Errorf("commit: %w", err)
 		} else {
 			s.m.commits.Inc()
+			var readings, events int
 			for _, pw := range bt.b.Partitions {
-				s.m.rows.WithLabelValues(pw.Key.Kind.String()).Add(float64(len(pw.Readings) + len(pw.Events)))
+				readings += len(pw.Readings)
+				events += len(pw.Events)
+			}
+			if readings > 0 {
+				s.m.rows.WithLabelValues(model.KindReadings.String()).Add(float64(readings))
+			}
+			if events > 0 {
+				s.m.rows.WithLabelValues(model.KindAudit.String()).Add(float64(events))
 			}
 		}
 		s.mu.Lock()
