@@ -253,13 +253,19 @@ func (in *Ingester) handle(_ mqtt.Client, msg mqtt.Message) {
 	if in.killed.Load() {
 		return
 	}
+	select {
+	case <-in.stop:
+		return // not acknowledged: the broker keeps it
+	default:
+	}
 	it := &item{msg: msg, recv: in.now(), done: make(chan struct{})}
+	in.m.inflight.Inc()
 	select {
 	case in.inflight <- it:
 	case <-in.stop:
+		in.m.inflight.Dec()
 		return // not acknowledged: the broker keeps it
 	}
-	in.m.inflight.Inc()
 	in.mu.Lock()
 	if in.stopping {
 		in.mu.Unlock()
@@ -455,7 +461,16 @@ func (in *Ingester) Stop(ctx context.Context) error {
 	in.cancel()
 	in.client.Disconnect(250)
 	in.m.connected.Set(0)
-	return err
+	// Messages that reached handle after the acker finished are not
+	// acknowledged (the broker keeps them); take them off the gauge.
+	for {
+		select {
+		case <-in.inflight:
+			in.m.inflight.Dec()
+		default:
+			return err
+		}
+	}
 }
 
 // kill simulates a crash (tests): nothing more is acknowledged, and the

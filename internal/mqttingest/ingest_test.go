@@ -1,17 +1,20 @@
 package mqttingest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/internal/broker"
 	"github.com/sluicehq/sluice/internal/buckets"
@@ -271,6 +274,12 @@ func TestCrashRedelivery(t *testing.T) {
 				}
 			}
 			g1.kill()
+			if gw, ok := g1.(*gateway); ok {
+				// Nothing is left counted in flight by a stopped ingester.
+				if v := testutil.ToFloat64(gw.in.m.inflight); v != 0 {
+					t.Errorf("in-flight gauge %v after the ingester stopped, want 0", v)
+				}
+			}
 			partial := len(readAll(t, stk.st, "acme", s.devices, s.from, s.to))
 			t.Logf("first gateway stored %d of %d rows before it was killed", partial, len(s.want))
 
@@ -436,6 +445,63 @@ func TestEmbeddedBrokerACL(t *testing.T) {
 		if tok := c.Connect(); tok.WaitTimeout(10*time.Second) && tok.Error() == nil {
 			c.Disconnect(0)
 			t.Errorf("broker accepted username %q with a bad password", creds[0])
+		}
+	}
+}
+
+// fakeMessage is a QoS 1 message as paho hands it to the handler.
+type fakeMessage struct {
+	topic   string
+	payload []byte
+	acked   atomic.Int32
+}
+
+func (m *fakeMessage) Duplicate() bool   { return false }
+func (m *fakeMessage) Qos() byte         { return 1 }
+func (m *fakeMessage) Retained() bool    { return false }
+func (m *fakeMessage) Topic() string     { return m.topic }
+func (m *fakeMessage) MessageID() uint16 { return 1 }
+func (m *fakeMessage) Payload() []byte   { return m.payload }
+func (m *fakeMessage) Ack()              { m.acked.Add(1) }
+
+// The in-flight gauge counts messages received and not yet acknowledged:
+// once the ingester stopped, it is back at zero, even for messages paho
+// hands over during or after the stop (they are not acknowledged: the
+// broker keeps them). Needs no broker: the client never connects.
+func TestInflightGaugeAfterStop(t *testing.T) {
+	cfg := testConfig("127.0.0.1:1", "sluicetest/"+uniq(t))
+	stk := newStack(t, buckets.DefaultConfig())
+	in, err := New(cfg, stk.sk, decode.DefaultLimits(), time.Now, testLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Start(); err != nil {
+		t.Fatal(err)
+	}
+	msg := func() *fakeMessage {
+		return &fakeMessage{topic: strings.TrimSuffix(cfg.Topics[0].Filter, "/+/readings") + "/dev-1/readings",
+			payload: []byte(`{"ts":1700000000000,"metrics":{"t":1}}`)}
+	}
+	before := msg()
+	in.handle(nil, before)
+	eventually(t, 30*time.Second, "the message before the stop acknowledged", func() bool { return before.acked.Load() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := in.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var after []*fakeMessage
+	for range 20 {
+		m := msg()
+		after = append(after, m)
+		in.handle(nil, m)
+	}
+	if v := testutil.ToFloat64(in.m.inflight); v != 0 {
+		t.Errorf("in-flight gauge %v after the stop, want 0", v)
+	}
+	for i, m := range after {
+		if m.acked.Load() != 0 {
+			t.Errorf("message %d handed over after the stop was acknowledged", i)
 		}
 	}
 }
