@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"time"
@@ -69,14 +68,11 @@ func startMQTT(cfg config.Config, sk *sink.Sink, logger *slog.Logger, reg promet
 // devices send them again.
 func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, logger *slog.Logger, reg prometheus.Registerer) (func(time.Duration), error) {
 	mc := cfg.MQTT
-	tmpl, err := mqttingest.ParseTemplate(mc.TopicTemplate)
-	if err != nil {
-		return nil, fmt.Errorf("mqtt.topic_template: %w", err)
-	}
 	rc, err := mqttingest.NewReceiver(mc, sk, cfg.Limits.Decode(), time.Now, logger.With("component", "mqtt"), reg)
 	if err != nil {
 		return nil, err
 	}
+	tmpl := rc.Template()
 	rc.SetHorizon(horizon(cfg.Retention))
 	b, err := broker.Start(mc.Embedded, broker.Options{
 		Dir:     filepath.Join(cfg.DataDir, "broker"),

@@ -192,6 +192,7 @@ type Entry struct {
 
 // Series is the planner's state of one series-day.
 type Series struct {
+	sd     model.SeriesDay
 	parts  []*Partition // every partition of the series-day, as known
 	active *Partition   // the partition this writer fills, nil if none
 	maxSeq int          // highest split sequence number this writer used
@@ -234,7 +235,7 @@ func (p *Planner) Len() int { return len(p.days) }
 // until TakeEntries. (Assign, TakeDirty and Known are the same calls by
 // series-day key, for callers that need no handles.)
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
-	s := &Series{parts: make([]*Partition, 0, len(parts))}
+	s := &Series{sd: sd, parts: make([]*Partition, 0, len(parts))}
 	for _, pi := range parts {
 		pt := &Partition{info: pi, saved: pi, has: true}
 		s.parts = append(s.parts, pt)
@@ -302,26 +303,26 @@ func (p *Planner) Assign(sd model.SeriesDay, ts int64, rows, bytes int64) (model
 	if !ok {
 		return model.PartitionKey{}, fmt.Errorf("series-day %v not loaded", sd)
 	}
-	pt, err := p.Place(sd, s, ts, rows, bytes)
+	pt, err := p.Place(s, ts, rows, bytes)
 	if err != nil {
 		return model.PartitionKey{}, err
 	}
 	return pt.info.Key, nil
 }
 
-// Place picks the partition of loaded series-day s (whose key is sd) for
+// Place picks the partition of loaded series-day s for
 // rows rows (the cells of one reading, or one audit event) of size bytes
 // with timestamp ts, so that a reading is never split across partitions. It
 // records the rows in the partition's state (see TakeEntries) and returns
 // it.
-func (p *Planner) Place(sd model.SeriesDay, s *Series, ts int64, rows, bytes int64) (*Partition, error) {
+func (p *Planner) Place(s *Series, ts int64, rows, bytes int64) (*Partition, error) {
 	if s.active != nil && !p.fits(s.active.info, rows, bytes) {
 		s.active.info.Closed = true
 		p.touch(s.active)
 		s.active = nil
 	}
 	if s.active == nil {
-		if err := p.open(sd, s); err != nil {
+		if err := p.open(s); err != nil {
 			return nil, err
 		}
 	}
@@ -498,7 +499,8 @@ func (p *Planner) fits(pi model.PartitionInfo, rows, bytes int64) bool {
 // open starts the next partition of this writer: the single partition when
 // it has none yet (the shared one: when the series-day has none at all),
 // else its next split partition.
-func (p *Planner) open(sd model.SeriesDay, s *Series) error {
+func (p *Planner) open(s *Series) error {
+	sd := s.sd
 	var pt *Partition
 	switch {
 	case p.cfg.PerWriterSingle && !s.single || !p.cfg.PerWriterSingle && len(s.parts) == 0:

@@ -161,7 +161,7 @@ func TestReserveCovers(t *testing.T) {
 func TestSettleIdleAndUnsave(t *testing.T) {
 	p := buckets.New(reserveConfig())
 	s := p.Load(sdA, nil)
-	pt, err := p.Place(sdA, s, sdA.Day.Start()+5, 1, 10)
+	pt, err := p.Place(s, sdA.Day.Start()+5, 1, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestSettleIdleAndUnsave(t *testing.T) {
 func TestUnsaveForgotten(t *testing.T) {
 	p := buckets.New(reserveConfig())
 	s := p.Load(sdA, nil)
-	pt, err := p.Place(sdA, s, sdA.Day.Start()+5, 1, 10)
+	pt, err := p.Place(s, sdA.Day.Start()+5, 1, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestEvictionWaitsForLanded(t *testing.T) {
 	var inflight []*buckets.Partition
 	for i := range 3 {
 		s := p.Load(sd(i), nil)
-		if _, err := p.Place(sd(i), s, sdA.Day.Start(), 1, 10); err != nil {
+		if _, err := p.Place(s, sdA.Day.Start(), 1, 10); err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range p.TakeEntries(nil) {
@@ -260,7 +260,7 @@ func TestSettleSeries(t *testing.T) {
 	sdB := model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: "dev-b", Day: sdA.Day}
 	for _, sd := range []model.SeriesDay{sdA, sdB} {
 		s := p.Load(sd, nil)
-		if _, err := p.Place(sd, s, sd.Day.Start()+5, 1, 10); err != nil {
+		if _, err := p.Place(s, sd.Day.Start()+5, 1, 10); err != nil {
 			t.Fatal(err)
 		}
 	}

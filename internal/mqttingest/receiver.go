@@ -36,6 +36,9 @@ type Receiver struct {
 	errLog *lograte.Limiter
 }
 
+// Template returns the receiver's parsed mqtt.topic_template.
+func (r *Receiver) Template() *Template { return r.p.tmpl }
+
 // NewReceiver returns a receiver; cfg must be valid. now is the clock for
 // receive times and the future-timestamp limit.
 func NewReceiver(cfg Config, w Writer, lim decode.Limits, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer) (*Receiver, error) {

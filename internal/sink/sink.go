@@ -533,13 +533,12 @@ func (s *Sink) plan(group []*pending) {
 		var err error
 		for i := range p.req.Readings {
 			r := &p.req.Readings[i]
-			sd := model.SeriesDay{Kind: model.KindReadings, Tenant: p.req.Tenant, Series: r.DeviceID, Day: model.DayOf(r.TS)}
 			var size int64
 			for _, m := range r.Metrics {
 				size += model.ReadingRow{TS: r.TS, Metric: m.Name, HasSeq: r.HasSeq}.Size()
 			}
 			var pt *buckets.Partition
-			if pt, err = s.planner.Place(sd, hs[i], r.TS, int64(len(r.Metrics)), size); err != nil {
+			if pt, err = s.planner.Place(hs[i], r.TS, int64(len(r.Metrics)), size); err != nil {
 				break
 			}
 			all = append(all, placed{pt: pt, req: p.req, idx: int32(i), rows: int32(len(r.Metrics))})
@@ -557,9 +556,8 @@ func (s *Sink) plan(group []*pending) {
 				}
 				continue
 			}
-			sd := model.SeriesDay{Kind: model.KindAudit, Tenant: p.req.Tenant, Series: e.Stream, Day: model.DayOf(e.TS)}
 			var pt *buckets.Partition
-			if pt, err = s.planner.Place(sd, hs[len(p.req.Readings)+i], e.TS, 1, e.Size()); err != nil {
+			if pt, err = s.planner.Place(hs[len(p.req.Readings)+i], e.TS, 1, e.Size()); err != nil {
 				break
 			}
 			// A later copy in this group is a duplicate, stored by this batch.
