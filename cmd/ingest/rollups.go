@@ -77,8 +77,8 @@ func startRollups(cfg config.Config, st reader.Store, logger *slog.Logger, reg p
 		return nil, err
 	}
 	r.ob = ob
-	if days, err := ob.Dirty(); err == nil && len(days) > 0 {
-		logger.Warn("rollups of these days are incomplete; run `query rollups rebuild` for them", "days", fmt.Sprint(days))
+	if marks, err := ob.Dirty(); err == nil && len(marks) > 0 {
+		logger.Warn("rollups of these days are incomplete; run `query rollups rebuild` for them (with the tenant's token)", "days", rollupfeed.DirtyList(marks))
 	}
 	var opts []rollupfeed.Option
 	if r.emb != nil {
@@ -87,15 +87,8 @@ func startRollups(cfg config.Config, st reader.Store, logger *slog.Logger, reg p
 		opts = append(opts, rollupfeed.WithLocalBackend())
 	}
 	r.feed = rollupfeed.New(cfg.Rollups, uint16(cfg.Buckets.Writer), ob, dst, time.Now, logger, reg, opts...)
-	r.api = rollupapi.New(raw, dst, func() rollupapi.StatusJSON {
-		d := ob.Depth()
-		st := rollupapi.StatusJSON{Backend: backend, OutboxRows: d.Rows, OutboxBytes: d.Bytes, DirtyDays: []string{}}
-		days, _ := ob.Dirty()
-		for _, day := range days {
-			st.DirtyDays = append(st.DirtyDays, day.String())
-		}
-		return st
-	}, time.Now, logger)
+	r.api = rollupapi.New(raw, dst, rollupapi.OutboxStatus(backend, ob, logger), time.Now, logger)
+	r.api.OnRebuilt(ob.ClearDirty)
 	logger.Info("rollups on", "backend", backend, "clickhouse_addr", cfg.Rollups.ClickHouse.Addr, "allowed_lateness", cfg.Rollups.AllowedLateness)
 	return r, nil
 }

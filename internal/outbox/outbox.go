@@ -195,17 +195,25 @@ func (o *Outbox) Depth() Depth {
 	return o.depth
 }
 
-func dirtyKey(d model.Day) []byte {
-	return binary.BigEndian.AppendUint32([]byte{tabDirty}, uint32(d)^(1<<31))
+// DirtyDay is a day of one tenant whose rollups lost rows: rebuilding that
+// tenant's day from the raw store repairs them. Tenant is empty for a mark
+// written before marks named their tenant; it stands for every tenant.
+type DirtyDay struct {
+	Tenant string
+	Day    model.Day
 }
 
-// MarkDirty records durably that rows of these days could not be kept. It
-// works when the outbox is full: the markers are a few bytes each.
-func (o *Outbox) MarkDirty(days []model.Day) error {
+func dirtyKey(tenant string, d model.Day) []byte {
+	return append(binary.BigEndian.AppendUint32([]byte{tabDirty}, uint32(d)^(1<<31)), tenant...)
+}
+
+// MarkDirty records durably that rows of these tenant-days could not be
+// kept. It works when the outbox is full: the markers are a few bytes each.
+func (o *Outbox) MarkDirty(marks []DirtyDay) error {
 	b := o.db.NewBatch()
 	defer b.Close()
-	for _, d := range days {
-		if err := b.Set(dirtyKey(d), nil, nil); err != nil {
+	for _, m := range marks {
+		if err := b.Set(dirtyKey(m.Tenant, m.Day), nil, nil); err != nil {
 			return fmt.Errorf("mark days dirty: %w", err)
 		}
 	}
@@ -215,16 +223,17 @@ func (o *Outbox) MarkDirty(days []model.Day) error {
 	return nil
 }
 
-// Dirty lists the days marked dirty, oldest first.
-func (o *Outbox) Dirty() ([]model.Day, error) {
+// Dirty lists the tenant-days marked dirty, by day (oldest first), then
+// tenant.
+func (o *Outbox) Dirty() ([]DirtyDay, error) {
 	it, err := o.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tabDirty}, UpperBound: []byte{tabDirty + 1}})
 	if err != nil {
 		return nil, fmt.Errorf("list dirty days: %w", err)
 	}
-	var out []model.Day
+	var out []DirtyDay
 	for ok := it.First(); ok; ok = it.Next() {
-		if k := it.Key(); len(k) == 5 {
-			out = append(out, model.Day(binary.BigEndian.Uint32(k[1:])^(1<<31)))
+		if k := it.Key(); len(k) >= 5 {
+			out = append(out, DirtyDay{Tenant: string(k[5:]), Day: model.Day(binary.BigEndian.Uint32(k[1:5]) ^ (1 << 31))})
 		}
 	}
 	if err := it.Close(); err != nil {
@@ -233,13 +242,16 @@ func (o *Outbox) Dirty() ([]model.Day, error) {
 	return out, nil
 }
 
-// ClearDirty forgets the dirty marks of days (after a rebuild of them).
-func (o *Outbox) ClearDirty(days []model.Day) error {
+// ClearDirty forgets the dirty marks of tenant's days (after a rebuild of
+// them), and the marks of those days that name no tenant.
+func (o *Outbox) ClearDirty(tenant string, days []model.Day) error {
 	b := o.db.NewBatch()
 	defer b.Close()
 	for _, d := range days {
-		if err := b.Delete(dirtyKey(d), nil); err != nil {
-			return fmt.Errorf("clear dirty days: %w", err)
+		for _, k := range [][]byte{dirtyKey(tenant, d), dirtyKey("", d)} {
+			if err := b.Delete(k, nil); err != nil {
+				return fmt.Errorf("clear dirty days: %w", err)
+			}
 		}
 	}
 	if err := o.db.Apply(b, pebble.Sync); err != nil {

@@ -37,7 +37,7 @@ func TestDurableAcrossReopen(t *testing.T) {
 	if err := o.Ack(recs); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.MarkDirty([]model.Day{20000, 19999}); err != nil {
+	if err := o.MarkDirty([]DirtyDay{{"acme", 20000}, {"acme", 19999}, {"bulk", 19999}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Close(); err != nil {
@@ -72,14 +72,29 @@ func TestDurableAcrossReopen(t *testing.T) {
 		t.Errorf("appended record %+v is not last", last)
 	}
 	days, err := o.Dirty()
-	if err != nil || !cmp.Equal(days, []model.Day{19999, 20000}) {
-		t.Errorf("Dirty() = %v, %v", days, err)
+	if diff := cmp.Diff([]DirtyDay{{"acme", 19999}, {"bulk", 19999}, {"acme", 20000}}, days); err != nil || diff != "" {
+		t.Errorf("Dirty() (-want +got), err %v:\n%s", err, diff)
 	}
-	if err := o.ClearDirty([]model.Day{19999}); err != nil {
+	// A rebuild of acme's day clears acme's mark, not bulk's.
+	if err := o.ClearDirty("acme", []model.Day{19999}); err != nil {
 		t.Fatal(err)
 	}
-	if days, _ := o.Dirty(); !cmp.Equal(days, []model.Day{20000}) {
-		t.Errorf("Dirty() after clear = %v", days)
+	if days, _ := o.Dirty(); !cmp.Equal(days, []DirtyDay{{"bulk", 19999}, {"acme", 20000}}) {
+		t.Errorf("Dirty() after clearing acme's 19999 = %v", days)
+	}
+	// A mark without a tenant (written before marks named one) goes with
+	// the first tenant's rebuild of its day.
+	if err := o.MarkDirty([]DirtyDay{{"", 20001}}); err != nil {
+		t.Fatal(err)
+	}
+	if days, _ := o.Dirty(); !cmp.Equal(days[len(days)-1], DirtyDay{"", 20001}) {
+		t.Errorf("Dirty() = %v, want the mark without a tenant last", days)
+	}
+	if err := o.ClearDirty("bulk", []model.Day{20001}); err != nil {
+		t.Fatal(err)
+	}
+	if days, _ := o.Dirty(); !cmp.Equal(days, []DirtyDay{{"bulk", 19999}, {"acme", 20000}}) {
+		t.Errorf("Dirty() after clearing bulk's 20001 = %v", days)
 	}
 }
 

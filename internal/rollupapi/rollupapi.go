@@ -18,11 +18,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/outbox"
 	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/rollupfeed"
@@ -37,24 +39,62 @@ type Backend interface {
 }
 
 // Status reports the state of the rollup pipeline.
-type Status func() StatusJSON
+type Status func(tenant string) StatusJSON
 
 // StatusJSON is the answer of /v1/rollups/status.
 type StatusJSON struct {
-	Backend     string   `json:"backend"`
-	OutboxRows  int      `json:"outbox_rows"`
-	OutboxBytes int64    `json:"outbox_bytes"`
-	DirtyDays   []string `json:"dirty_days"`
+	Backend     string `json:"backend"`
+	OutboxRows  int    `json:"outbox_rows"`
+	OutboxBytes int64  `json:"outbox_bytes"`
+	// DirtyDays are the caller's tenant's days whose rollups lost rows
+	// (rebuild them), oldest first.
+	DirtyDays []string `json:"dirty_days"`
+}
+
+// OutboxStatus is the Status of a gateway whose feed uses ob: its depth,
+// and the dirty days of the asking tenant (with the marks that name no
+// tenant).
+func OutboxStatus(backend string, ob *outbox.Outbox, logger *slog.Logger) Status {
+	return func(tenant string) StatusJSON {
+		d := ob.Depth()
+		st := StatusJSON{Backend: backend, OutboxRows: d.Rows, OutboxBytes: d.Bytes, DirtyDays: []string{}}
+		marks, err := ob.Dirty()
+		if err != nil {
+			logger.Error("list dirty rollup days", "err", err)
+		}
+		for _, m := range marks {
+			if day := m.Day.String(); (m.Tenant == tenant || m.Tenant == "") && !slices.Contains(st.DirtyDays, day) {
+				st.DirtyDays = append(st.DirtyDays, day)
+			}
+		}
+		return st
+	}
 }
 
 // Handler serves the endpoints.
 type Handler struct {
-	raw     rollupfeed.Raw
-	dst     Backend
-	status  Status
-	now     func() time.Time
-	logger  *slog.Logger
-	maxDays int
+	raw       rollupfeed.Raw
+	dst       Backend
+	status    Status
+	now       func() time.Time
+	logger    *slog.Logger
+	maxDays   int
+	onRebuilt func(tenant string, days []model.Day) error
+}
+
+// OnRebuilt sets what a rebuild of every device of a tenant calls with the
+// whole UTC days it covered (to clear their dirty marks).
+func (h *Handler) OnRebuilt(f func(tenant string, days []model.Day) error) { h.onRebuilt = f }
+
+// wholeDays returns the UTC days that lie wholly inside [from, to).
+func wholeDays(from, to int64) []model.Day {
+	var out []model.Day
+	for d := model.DayOf(from); d.Start()+model.MillisPerDay <= to; d++ {
+		if d.Start() >= from {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // New returns the handler.
@@ -231,7 +271,8 @@ func (h *Handler) Rebuild(w http.ResponseWriter, r *http.Request) {
 	}
 	send(ProgressLine{Done: 0, Total: 0})
 	tenant := httpx.Tenant(r.Context())
-	res, err := rollupfeed.Rebuild(r.Context(), h.raw, h.dst, tenant, r.URL.Query().Get("device"), from, to,
+	device := r.URL.Query().Get("device")
+	res, err := rollupfeed.Rebuild(r.Context(), h.raw, h.dst, tenant, device, from, to,
 		rollupfeed.Version(h.now()), func(p rollupfeed.Progress) {
 			send(ProgressLine{Done: p.Done, Total: p.Total, Device: p.Device, Day: p.Day.String()})
 		})
@@ -241,6 +282,12 @@ func (h *Handler) Rebuild(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.logger.Info("rollups rebuilt", "tenant", tenant, "from", ts(from), "to", ts(to), "device_days", res.DeviceDays, "rows", res.Written)
+	// Every device's whole days are repaired: their dirty marks can go.
+	if days := wholeDays(from, to); h.onRebuilt != nil && device == "" && len(days) > 0 {
+		if err := h.onRebuilt(tenant, days); err != nil {
+			h.logger.Error("clear the dirty marks of rebuilt days", "tenant", tenant, "err", err)
+		}
+	}
 	send(ProgressLine{Result: &res})
 }
 
@@ -275,6 +322,6 @@ func (h *Handler) Verify(w http.ResponseWriter, r *http.Request) {
 }
 
 // Status serves GET /v1/rollups/status.
-func (h *Handler) Status(w http.ResponseWriter, _ *http.Request) {
-	httpx.JSON(w, http.StatusOK, h.status())
+func (h *Handler) Status(w http.ResponseWriter, r *http.Request) {
+	httpx.JSON(w, http.StatusOK, h.status(httpx.Tenant(r.Context())))
 }

@@ -37,11 +37,13 @@
 package rollupfeed
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -117,7 +119,7 @@ type Outbox interface {
 	Peek(maxRows int) ([]outbox.Record, error)
 	Ack(recs []outbox.Record) error
 	Depth() outbox.Depth
-	MarkDirty(days []model.Day) error
+	MarkDirty(marks []outbox.DirtyDay) error
 }
 
 // Feed is the running rollup pipeline. Create it with New, feed it with
@@ -143,7 +145,7 @@ type Feed struct {
 	localFailing bool
 
 	mu     sync.Mutex // guards lost and closed
-	lost   map[model.Day]struct{}
+	lost   map[outbox.DirtyDay]struct{}
 	closed bool
 }
 
@@ -167,7 +169,7 @@ func New(cfg Config, writer uint16, ob Outbox, dst Inserter, now func() time.Tim
 		stopAgg: make(chan struct{}),
 		aggDone: make(chan struct{}),
 		shpDone: make(chan struct{}),
-		lost:    make(map[model.Day]struct{}),
+		lost:    make(map[outbox.DirtyDay]struct{}),
 	}
 	for _, o := range opts {
 		o(f)
@@ -190,11 +192,11 @@ func (f *Feed) Observe(b *store.Batch) {
 	case f.in <- b:
 	default:
 		rows := 0
-		days := map[model.Day]struct{}{}
+		days := map[outbox.DirtyDay]struct{}{}
 		for _, pw := range b.Partitions {
 			if pw.Key.Kind == model.KindReadings {
 				rows += len(pw.Readings)
-				days[pw.Key.Day] = struct{}{}
+				days[outbox.DirtyDay{Tenant: pw.Key.Tenant, Day: pw.Key.Day}] = struct{}{}
 			}
 		}
 		f.m.dropped.WithLabelValues("queue_full").Add(float64(rows))
@@ -202,7 +204,7 @@ func (f *Feed) Observe(b *store.Batch) {
 	}
 }
 
-func (f *Feed) markLost(days map[model.Day]struct{}) {
+func (f *Feed) markLost(days map[outbox.DirtyDay]struct{}) {
 	f.mu.Lock()
 	for d := range days {
 		f.lost[d] = struct{}{}
@@ -286,9 +288,9 @@ func (f *Feed) store(rows []rollup.Row) {
 				reason = "outbox_full"
 			}
 			f.m.dropped.WithLabelValues(reason).Add(float64(len(chunk)))
-			days := map[model.Day]struct{}{}
+			days := map[outbox.DirtyDay]struct{}{}
 			for _, r := range chunk {
-				days[model.DayOf(r.Minute)] = struct{}{}
+				days[outbox.DirtyDay{Tenant: r.Tenant, Day: model.DayOf(r.Minute)}] = struct{}{}
 			}
 			f.markLost(days)
 			f.logger.Error("rollup rows dropped: rebuild their days later", "rows", len(chunk), "err", err)
@@ -329,13 +331,13 @@ func (f *Feed) persistLost() {
 		f.mu.Unlock()
 		return
 	}
-	days := make([]model.Day, 0, len(f.lost))
+	days := make([]outbox.DirtyDay, 0, len(f.lost))
 	for d := range f.lost {
 		days = append(days, d)
 	}
-	f.lost = make(map[model.Day]struct{})
+	f.lost = make(map[outbox.DirtyDay]struct{})
 	f.mu.Unlock()
-	sort.Slice(days, func(i, j int) bool { return days[i] < days[j] })
+	slices.SortFunc(days, compareDirty)
 	if err := f.ob.MarkDirty(days); err != nil {
 		// Keep them for the next tick: a day lost here would never be
 		// reported for rebuild.
@@ -347,7 +349,28 @@ func (f *Feed) persistLost() {
 		f.logger.Error("mark rollup days dirty; will retry", "days", len(days), "err", err)
 		return
 	}
-	f.logger.Warn("rollups of these days are incomplete; run `query rollups rebuild` for them", "days", fmt.Sprint(days))
+	f.logger.Warn("rollups of these days are incomplete; run `query rollups rebuild` for them (with the tenant's token)", "days", DirtyList(days))
+}
+
+func compareDirty(a, b outbox.DirtyDay) int {
+	if c := cmp.Compare(a.Day, b.Day); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Tenant, b.Tenant)
+}
+
+// DirtyList renders dirty tenant-days for a log line: "tenant/day, …" (a
+// mark that names no tenant shows as "*/day").
+func DirtyList(marks []outbox.DirtyDay) string {
+	parts := make([]string, len(marks))
+	for i, m := range marks {
+		t := m.Tenant
+		if t == "" {
+			t = "*"
+		}
+		parts[i] = t + "/" + m.Day.String()
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ship delivers the outbox to the backend until stopped.

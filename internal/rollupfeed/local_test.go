@@ -145,9 +145,9 @@ func TestLocalBackend(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var wantDirty []model.Day
+			var wantDirty []outbox.DirtyDay
 			if tc.wantDirty {
-				wantDirty = []model.Day{day}
+				wantDirty = []outbox.DirtyDay{{Tenant: "acme", Day: day}}
 			}
 			if diff := cmp.Diff(wantDirty, dirty); diff != "" {
 				t.Errorf("dirty days (-want +got):\n%s", diff)
