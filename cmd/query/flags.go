@@ -175,9 +175,53 @@ func parseFormat(fs *flagSet, s string) (format, error) {
 
 // rangeFlags select a time range and a page of it.
 type rangeFlags struct {
-	from, to, cursor string
-	limit, maxRows   int
-	all              bool
+	spanFlags
+	cursor         string
+	limit, maxRows int
+	all            bool
+}
+
+// spanFlags are --from and --to.
+type spanFlags struct{ from, to string }
+
+// addSpanFlags adds --from and --to; required says so in their help.
+func addSpanFlags(fs *flagSet, required bool) *spanFlags {
+	s := &spanFlags{}
+	s.add(fs, required)
+	return s
+}
+
+func (s *spanFlags) add(fs *flagSet, required bool) {
+	fromDefault, toDefault := "default 24h before --to", "default now"
+	if required {
+		fromDefault, toDefault = "required", "required"
+	}
+	fs.StringVar(&s.from, "from", "", "start of the range, inclusive: a `TIME` ("+fromDefault+")")
+	fs.StringVar(&s.to, "to", "", "end of the range, exclusive: a `TIME` ("+toDefault+")")
+}
+
+// resolve turns --from and --to into times, to the millisecond: --to
+// defaults to now and --from to 24 hours before --to.
+func (s *spanFlags) resolve(fs *flagSet) (from, to time.Time, err error) {
+	now := fs.e.now()
+	to = now
+	if s.to != "" {
+		if to, err = parseTime(s.to, now); err != nil {
+			return from, to, fs.usagef("--to %q: %v", s.to, err)
+		}
+	}
+	from = to.Add(-24 * time.Hour)
+	if s.from != "" {
+		if from, err = parseTime(s.from, now); err != nil {
+			return from, to, fs.usagef("--from %q: %v", s.from, err)
+		}
+	}
+	from, to = from.Truncate(time.Millisecond), to.Truncate(time.Millisecond)
+	if !from.Before(to) {
+		return from, to, fs.usagef("--from (%s) must be before --to (%s)",
+			from.UTC().Format(client.TimeFormat), to.UTC().Format(client.TimeFormat))
+	}
+	return from, to, nil
 }
 
 // defaultMaxRows bounds --all: a table of readings is built in memory
@@ -186,8 +230,7 @@ const defaultMaxRows = 100_000
 
 func addRangeFlags(fs *flagSet) *rangeFlags {
 	r := &rangeFlags{}
-	fs.StringVar(&r.from, "from", "", "start of the range, inclusive: a `TIME` (default 24h before --to)")
-	fs.StringVar(&r.to, "to", "", "end of the range, exclusive: a `TIME` (default now)")
+	r.spanFlags.add(fs, false)
 	fs.IntVar(&r.limit, "limit", 0, "rows per page, `N` in 1..10000 (default: the server's, 1000)")
 	fs.StringVar(&r.cursor, "cursor", "", "continue after the page that printed this `CURSOR`")
 	fs.BoolVar(&r.all, "all", false, "follow cursors and print every page as one result (see --max-rows)")
@@ -197,25 +240,10 @@ func addRangeFlags(fs *flagSet) *rangeFlags {
 
 // resolve validates the flags and turns them into a client range.
 func (r *rangeFlags) resolve(fs *flagSet) (client.Range, error) {
-	now := fs.e.now()
 	var rng client.Range
 	var err error
-	rng.To = now
-	if r.to != "" {
-		if rng.To, err = parseTime(r.to, now); err != nil {
-			return rng, fs.usagef("--to %q: %v", r.to, err)
-		}
-	}
-	rng.From = rng.To.Add(-24 * time.Hour)
-	if r.from != "" {
-		if rng.From, err = parseTime(r.from, now); err != nil {
-			return rng, fs.usagef("--from %q: %v", r.from, err)
-		}
-	}
-	rng.From, rng.To = rng.From.Truncate(time.Millisecond), rng.To.Truncate(time.Millisecond)
-	if !rng.From.Before(rng.To) {
-		return rng, fs.usagef("--from (%s) must be before --to (%s)",
-			rng.From.UTC().Format(client.TimeFormat), rng.To.UTC().Format(client.TimeFormat))
+	if rng.From, rng.To, err = r.spanFlags.resolve(fs); err != nil {
+		return rng, err
 	}
 	if fs.isSet("limit") && (r.limit < 1 || r.limit > client.MaxLimit) {
 		return rng, fs.usagef("--limit %d: want 1..%d", r.limit, client.MaxLimit)

@@ -129,6 +129,11 @@ func TestUsageErrors(t *testing.T) {
 		{name: "partitions neither", args: []string{"partitions", "--day", "2026-11-22"}, wantErr: "--device or --stream is required"},
 		{name: "partitions no day", args: []string{"partitions", "--device", "d"}, wantErr: "--day is required"},
 		{name: "partitions bad day", args: []string{"partitions", "--device", "d", "--day", "22/11/2026"}, wantErr: `--day "22/11/2026": want YYYY-MM-DD`},
+		{name: "rollups from after to", args: []string{"rollups", "--device", "d", "--metric", "m", "--from", "2026-11-23", "--to", "2026-11-22"},
+			wantErr: "--from (2026-11-23T00:00:00.000Z) must be before --to (2026-11-22T00:00:00.000Z)"},
+		{name: "top bad from", args: []string{"top", "--metric", "m", "--from", "yesterday"}, wantErr: `--from "yesterday": want RFC 3339`},
+		{name: "rebuild without to", args: []string{"rollups", "rebuild", "--from", "-1h"}, wantErr: "--from and --to are required"},
+		{name: "rebuild bad to", args: []string{"rollups", "rebuild", "--from", "-1h", "--to", "soon"}, wantErr: `--to "soon"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(srv.Requests())

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/client"
 	"github.com/sluicehq/sluice/internal/render"
@@ -30,8 +29,7 @@ Also: 'query rollups rebuild' and 'query rollups verify'.
 			device := fs.String("device", "", "device `ID` (required)")
 			metric := fs.String("metric", "", "metric `NAME` (required)")
 			step := fs.String("step", "1m", "resolution `STEP`: 1m, 1h or 1d")
-			from := fs.String("from", "", "start of the range, inclusive: a `TIME` (default 24h before --to)")
-			to := fs.String("to", "", "end of the range, exclusive: a `TIME` (default now)")
+			span := addSpanFlags(fs, false)
 			formatFlag := fs.String("format", "table", "output `FORMAT`: table, csv, json or chart")
 			width := fs.Int("width", 72, "chart width in `COLUMNS`")
 			height := fs.Int("height", 12, "chart height in `LINES`")
@@ -47,7 +45,7 @@ Also: 'query rollups rebuild' and 'query rollups verify'.
 				if f != "table" && f != "csv" && f != "json" && f != "chart" {
 					return fs.usagef("--format %q: want table, csv, json or chart", f)
 				}
-				lo, hi, err := span(fs, *from, *to)
+				lo, hi, err := span.resolve(fs)
 				if err != nil {
 					return err
 				}
@@ -84,28 +82,6 @@ Also: 'query rollups rebuild' and 'query rollups verify'.
 			}
 		},
 	}
-}
-
-// span resolves --from and --to as the other commands do.
-func span(fs *flagSet, from, to string) (time.Time, time.Time, error) {
-	now := fs.e.now()
-	hi := now
-	var err error
-	if to != "" {
-		if hi, err = parseTime(to, now); err != nil {
-			return hi, hi, fs.usagef("--to %q: %v", to, err)
-		}
-	}
-	lo := hi.Add(-24 * time.Hour)
-	if from != "" {
-		if lo, err = parseTime(from, now); err != nil {
-			return lo, hi, fs.usagef("--from %q: %v", from, err)
-		}
-	}
-	if !lo.Before(hi) {
-		return lo, hi, fs.usagef("--from (%s) must be before --to (%s)", lo.UTC().Format(client.TimeFormat), hi.UTC().Format(client.TimeFormat))
-	}
-	return lo, hi, nil
 }
 
 // num prints a value with up to 12 significant digits, hiding the last

@@ -25,15 +25,14 @@ again later: a window still open in a gateway is re-emitted on top.
 			"query rollups rebuild --from -6h --to -1h --device pump-17",
 		},
 		flags: func(fs *flagSet, e *env) func(context.Context) error {
-			from := fs.String("from", "", "start of the range, inclusive: a `TIME` (required)")
-			to := fs.String("to", "", "end of the range, exclusive: a `TIME` (required)")
+			span := addSpanFlags(fs, true)
 			device := fs.String("device", "", "only this device `ID`")
 			conn := addConnFlags(fs)
 			return func(ctx context.Context) error {
-				if *from == "" || *to == "" {
+				if span.from == "" || span.to == "" {
 					return fs.usagef("--from and --to are required")
 				}
-				lo, hi, err := span(fs, *from, *to)
+				lo, hi, err := span.resolve(fs)
 				if err != nil {
 					return err
 				}

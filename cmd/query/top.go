@@ -24,8 +24,7 @@ func topCommand() command {
 		flags: func(fs *flagSet, e *env) func(context.Context) error {
 			metric := fs.String("metric", "", "metric `NAME` (required)")
 			by := fs.String("by", "max", "rank by `WHAT`: max, mean or count")
-			from := fs.String("from", "", "start of the range, inclusive: a `TIME` (default 24h before --to)")
-			to := fs.String("to", "", "end of the range, exclusive: a `TIME` (default now)")
+			span := addSpanFlags(fs, false)
 			limit := fs.Int("limit", 10, "devices to list, `N` in 1..10000")
 			formatFlag := addFormatFlag(fs)
 			conn := addConnFlags(fs)
@@ -43,7 +42,7 @@ func topCommand() command {
 				if err != nil {
 					return err
 				}
-				lo, hi, err := span(fs, *from, *to)
+				lo, hi, err := span.resolve(fs)
 				if err != nil {
 					return err
 				}
