@@ -20,27 +20,17 @@ func auditCommand() command {
 		},
 		flags: func(fs *flagSet, e *env) func(context.Context) error {
 			stream := fs.String("stream", "", "audit stream `NAME` (required)")
-			rf := addRangeFlags(fs)
-			formatFlag := addFormatFlag(fs)
-			conn := addConnFlags(fs)
+			lf := addListFlags(fs)
 			return func(ctx context.Context) error {
 				if *stream == "" {
 					return fs.usagef("--stream is required")
 				}
-				rng, err := rf.resolve(fs)
-				if err != nil {
-					return err
-				}
-				f, err := parseFormat(fs, *formatFlag)
-				if err != nil {
-					return err
-				}
-				c, err := conn.client(fs)
+				rng, f, c, err := lf.resolve(fs)
 				if err != nil {
 					return err
 				}
 				q := client.AuditQuery{Stream: *stream, Range: rng}
-				es, next, err := fetch(e, rf, q.Cursor, func() (client.AuditPage, error) { return c.Audit(ctx, q) }, c.AuditPages(ctx, q),
+				es, next, err := fetch(e, lf.rangeFlags, q.Cursor, func() (client.AuditPage, error) { return c.Audit(ctx, q) }, c.AuditPages(ctx, q),
 					func(p client.AuditPage) ([]model.AuditEvent, string) { return p.Events, p.NextCursor })
 				if err != nil {
 					return err

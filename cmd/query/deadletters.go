@@ -25,24 +25,14 @@ tenant was not recognised are filed under mqtt.tenant.
 			"query deadletters --from 2026-11-22 --all --format json",
 		},
 		flags: func(fs *flagSet, e *env) func(context.Context) error {
-			rf := addRangeFlags(fs)
-			formatFlag := addFormatFlag(fs)
-			conn := addConnFlags(fs)
+			lf := addListFlags(fs)
 			return func(ctx context.Context) error {
-				rng, err := rf.resolve(fs)
-				if err != nil {
-					return err
-				}
-				f, err := parseFormat(fs, *formatFlag)
-				if err != nil {
-					return err
-				}
-				c, err := conn.client(fs)
+				rng, f, c, err := lf.resolve(fs)
 				if err != nil {
 					return err
 				}
 				q := client.DeadLettersQuery{Range: rng}
-				dls, next, err := fetch(e, rf, q.Cursor, func() (client.DeadLettersPage, error) { return c.DeadLetters(ctx, q) }, c.DeadLetterPages(ctx, q),
+				dls, next, err := fetch(e, lf.rangeFlags, q.Cursor, func() (client.DeadLettersPage, error) { return c.DeadLetters(ctx, q) }, c.DeadLetterPages(ctx, q),
 					func(p client.DeadLettersPage) ([]model.DeadLetter, string) { return p.DeadLetters, p.NextCursor })
 				if err != nil {
 					return err

@@ -238,6 +238,32 @@ func addRangeFlags(fs *flagSet) *rangeFlags {
 	return r
 }
 
+// listFlags are the flags of the subcommands that list rows page by page:
+// the range, the output format and the connection.
+type listFlags struct {
+	*rangeFlags
+	format *string
+	conn   *connFlags
+}
+
+func addListFlags(fs *flagSet) listFlags {
+	return listFlags{rangeFlags: addRangeFlags(fs), format: addFormatFlag(fs), conn: addConnFlags(fs)}
+}
+
+// resolve validates them, in that order, and returns a client.
+func (l listFlags) resolve(fs *flagSet) (client.Range, format, *client.Client, error) {
+	rng, err := l.rangeFlags.resolve(fs)
+	if err != nil {
+		return rng, "", nil, err
+	}
+	f, err := parseFormat(fs, *l.format)
+	if err != nil {
+		return rng, f, nil, err
+	}
+	c, err := l.conn.client(fs)
+	return rng, f, c, err
+}
+
 // resolve validates the flags and turns them into a client range.
 func (r *rangeFlags) resolve(fs *flagSet) (client.Range, error) {
 	var rng client.Range

@@ -24,27 +24,17 @@ TS and SEQ; a reading without a metric leaves its cell empty.
 		},
 		flags: func(fs *flagSet, e *env) func(context.Context) error {
 			device := fs.String("device", "", "device `ID` (required)")
-			rf := addRangeFlags(fs)
-			formatFlag := addFormatFlag(fs)
-			conn := addConnFlags(fs)
+			lf := addListFlags(fs)
 			return func(ctx context.Context) error {
 				if *device == "" {
 					return fs.usagef("--device is required")
 				}
-				rng, err := rf.resolve(fs)
-				if err != nil {
-					return err
-				}
-				f, err := parseFormat(fs, *formatFlag)
-				if err != nil {
-					return err
-				}
-				c, err := conn.client(fs)
+				rng, f, c, err := lf.resolve(fs)
 				if err != nil {
 					return err
 				}
 				q := client.ReadingsQuery{Device: *device, Range: rng}
-				rs, next, err := fetch(e, rf, q.Cursor, func() (client.ReadingsPage, error) { return c.Readings(ctx, q) }, c.ReadingPages(ctx, q),
+				rs, next, err := fetch(e, lf.rangeFlags, q.Cursor, func() (client.ReadingsPage, error) { return c.Readings(ctx, q) }, c.ReadingPages(ctx, q),
 					func(p client.ReadingsPage) ([]model.Reading, string) { return p.Readings, p.NextCursor })
 				if err != nil {
 					return err
