@@ -47,58 +47,42 @@ func (s *Store) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.Part
 // day) loads them in tens of requests, not thousands. It implements
 // sink.CatalogueLoader.
 func (s *Store) Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]model.PartitionInfo, error) {
-	groups := make(map[cpart][]int) // indexes into sds
-	for i, sd := range sds {
-		p := cpart{sd.Tenant, sd.Kind.String(), sd.Day, catalogueShard(sd.Series)}
-		groups[p] = append(groups[p], i)
-	}
 	out := make([][]model.PartitionInfo, len(sds))
 	var mu sync.Mutex
-	var ops []op
-	for p, idx := range groups {
-		for len(idx) > 0 {
-			n := min(len(idx), inListMax)
-			chunk := idx[:n]
-			idx = idx[n:]
-			ops = append(ops, func(ctx context.Context) error {
-				want := make(map[string][]int, len(chunk))
-				list := make([]string, 0, len(chunk))
-				for _, i := range chunk {
-					sr := sds[i].Series
-					if _, ok := want[sr]; !ok {
-						list = append(list, sr)
-					}
-					want[sr] = append(want[sr], i)
+	ops := inListOps(len(sds),
+		func(i int) cpart {
+			sd := sds[i]
+			return cpart{sd.Tenant, sd.Kind.String(), sd.Day, catalogueShard(sd.Series)}
+		},
+		func(i int) string { return sds[i].Series },
+		func(ctx context.Context, p cpart, list []string, want map[string][]int) error {
+			it := s.query(`SELECT series, sub, row_count, byte_count, min_ts, max_ts, state, closed FROM catalogue
+				WHERE tenant = ? AND kind = ? AND day = ? AND shard = ? AND series IN ?`,
+				p.tenant, p.kind, dayValue(p.day), p.shard, list).IterContext(ctx)
+			var (
+				series string
+				sub    int32
+				pi     model.PartitionInfo
+				got    = make(map[int][]model.PartitionInfo, len(list))
+			)
+			for it.Scan(&series, &sub, &pi.Rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed) {
+				for _, i := range want[series] {
+					pi.Key = sds[i].Partition(uint32(sub))
+					got[i] = append(got[i], pi)
 				}
-				it := s.query(`SELECT series, sub, row_count, byte_count, min_ts, max_ts, state, closed FROM catalogue
-					WHERE tenant = ? AND kind = ? AND day = ? AND shard = ? AND series IN ?`,
-					p.tenant, p.kind, dayValue(p.day), p.shard, list).IterContext(ctx)
-				var (
-					series string
-					sub    int32
-					pi     model.PartitionInfo
-					got    = make(map[int][]model.PartitionInfo, len(chunk))
-				)
-				for it.Scan(&series, &sub, &pi.Rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed) {
-					for _, i := range want[series] {
-						pi.Key = sds[i].Partition(uint32(sub))
-						got[i] = append(got[i], pi)
-					}
-				}
-				if err := it.Close(); err != nil {
-					return err
-				}
-				// A retried request starts again from nothing: results are
-				// published only once the whole request succeeded.
-				mu.Lock()
-				for i, parts := range got {
-					out[i] = parts
-				}
-				mu.Unlock()
-				return nil
-			})
-		}
-	}
+			}
+			if err := it.Close(); err != nil {
+				return err
+			}
+			// A retried request starts again from nothing: results are
+			// published only once the whole request succeeded.
+			mu.Lock()
+			for i, parts := range got {
+				out[i] = parts
+			}
+			mu.Unlock()
+			return nil
+		})
 	if err := s.run(ctx, "catalogue_read", ops); err != nil {
 		return nil, fmt.Errorf("read catalogues of %d series-days: %w", len(sds), err)
 	}
@@ -113,47 +97,61 @@ func (s *Store) AuditSeen(ctx context.Context, ids []store.AuditID) ([]bool, err
 		day    model.Day
 		bucket int
 	}
-	groups := make(map[ipart][]int) // indexes into ids
-	for i, id := range ids {
-		p := ipart{id.Tenant, id.Day, auditIDBucket(id.EventID)}
-		groups[p] = append(groups[p], i)
-	}
 	seen := make([]bool, len(ids))
 	var mu sync.Mutex
-	var ops []op
-	for p, idx := range groups {
-		for len(idx) > 0 {
-			n := min(len(idx), inListMax)
-			chunk := idx[:n]
-			idx = idx[n:]
-			ops = append(ops, func(ctx context.Context) error {
-				want := make(map[string][]int, len(chunk))
-				list := make([]string, 0, len(chunk))
-				for _, i := range chunk {
-					e := ids[i].EventID
-					if _, ok := want[e]; !ok {
-						list = append(list, e)
-					}
-					want[e] = append(want[e], i)
+	ops := inListOps(len(ids),
+		func(i int) ipart { return ipart{ids[i].Tenant, ids[i].Day, auditIDBucket(ids[i].EventID)} },
+		func(i int) string { return ids[i].EventID },
+		func(ctx context.Context, p ipart, list []string, want map[string][]int) error {
+			it := s.query(`SELECT event_id FROM audit_ids WHERE tenant = ? AND day = ? AND bucket = ? AND event_id IN ?`,
+				p.tenant, dayValue(p.day), p.bucket, list).IterContext(ctx)
+			var e string
+			mu.Lock()
+			defer mu.Unlock()
+			for it.Scan(&e) {
+				for _, i := range want[e] {
+					seen[i] = true
 				}
-				it := s.query(`SELECT event_id FROM audit_ids WHERE tenant = ? AND day = ? AND bucket = ? AND event_id IN ?`,
-					p.tenant, dayValue(p.day), p.bucket, list).IterContext(ctx)
-				var e string
-				mu.Lock()
-				defer mu.Unlock()
-				for it.Scan(&e) {
-					for _, i := range want[e] {
-						seen[i] = true
-					}
-				}
-				return it.Close()
-			})
-		}
-	}
+			}
+			return it.Close()
+		})
 	if err := s.run(ctx, "audit_ids_read", ops); err != nil {
 		return nil, fmt.Errorf("look up %d audit ids: %w", len(ids), err)
 	}
 	return seen, nil
+}
+
+// inListOps groups n items by the partition that holds them and returns
+// one request per partition and up to inListMax distinct keys: read gets
+// the partition, its keys (for an IN list) and, for each key, the indexes
+// of the items it answers (several items may share a key).
+func inListOps[P comparable](n int, part func(i int) P, key func(i int) string,
+	read func(ctx context.Context, p P, list []string, want map[string][]int) error) []op {
+	groups := make(map[P][]int)
+	for i := range n {
+		p := part(i)
+		groups[p] = append(groups[p], i)
+	}
+	var ops []op
+	for p, idx := range groups {
+		for len(idx) > 0 {
+			chunk := idx[:min(len(idx), inListMax)]
+			idx = idx[len(chunk):]
+			ops = append(ops, func(ctx context.Context) error {
+				want := make(map[string][]int, len(chunk))
+				list := make([]string, 0, len(chunk))
+				for _, i := range chunk {
+					k := key(i)
+					if _, ok := want[k]; !ok {
+						list = append(list, k)
+					}
+					want[k] = append(want[k], i)
+				}
+				return read(ctx, p, list, want)
+			})
+		}
+	}
+	return ops
 }
 
 // slice is one CQL clustering restriction of a range read over (ts, key),
