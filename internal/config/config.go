@@ -230,13 +230,7 @@ func parseLike(cur any, val string) (any, error) {
 	case []string:
 		// A list from the environment: comma-separated, e.g.
 		// SLUICE_STORE_CASSANDRA_HOSTS=10.0.0.1:9042,10.0.0.2:9042.
-		out := []string{}
-		for part := range strings.SplitSeq(val, ",") {
-			if part = strings.TrimSpace(part); part != "" {
-				out = append(out, part)
-			}
-		}
-		return out, nil
+		return splitList(val), nil
 	case bool:
 		b, err := strconv.ParseBool(strings.TrimSpace(val))
 		if err != nil {
@@ -309,13 +303,19 @@ func listHook(from, to reflect.Type, data any) (any, error) {
 	if from.Kind() != reflect.String || to.Kind() != reflect.Slice || to == reflect.TypeFor[[]Token]() {
 		return data, nil
 	}
+	return splitList(data.(string)), nil
+}
+
+// splitList splits a comma-separated list, trimming the items and
+// dropping empty ones.
+func splitList(s string) []string {
 	out := []string{}
-	for p := range strings.SplitSeq(data.(string), ",") {
+	for p := range strings.SplitSeq(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			out = append(out, p)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // redact keeps a secret out of error messages.
