@@ -24,12 +24,7 @@ type RollupsQuery struct {
 type Bucket = wire.Bucket
 
 // Series is the answer of GET /v1/rollups.
-type Series struct {
-	Device  string   `json:"device"`
-	Metric  string   `json:"metric"`
-	Step    string   `json:"step"`
-	Buckets []Bucket `json:"buckets"`
-}
+type Series = wire.RollupSeries
 
 func span(from, to time.Time) url.Values {
 	v := url.Values{}
@@ -61,11 +56,7 @@ type TopQuery struct {
 type Rank = wire.Rank
 
 // TopList is the answer of GET /v1/top.
-type TopList struct {
-	Metric  string `json:"metric"`
-	By      string `json:"by"`
-	Devices []Rank `json:"devices"`
-}
+type TopList = wire.TopList
 
 // Top ranks devices.
 func (c *Client) Top(ctx context.Context, q TopQuery) (TopList, error) {
@@ -79,22 +70,10 @@ func (c *Client) Top(ctx context.Context, q TopQuery) (TopList, error) {
 }
 
 // Mismatch is one (device, metric) whose counts differ.
-type Mismatch struct {
-	Device string `json:"device"`
-	Metric string `json:"metric"`
-	Raw    int64  `json:"raw"`
-	Rollup int64  `json:"rollup"`
-}
+type Mismatch = wire.Mismatch
 
 // Verification is the answer of GET /v1/rollups/verify.
-type Verification struct {
-	Day        string     `json:"day"`
-	Devices    int        `json:"devices"`
-	Metrics    int        `json:"metrics"`
-	RawRows    int64      `json:"raw_rows"`
-	RollupRows int64      `json:"rollup_rows"`
-	Mismatches []Mismatch `json:"mismatches"`
-}
+type Verification = wire.Verification
 
 // VerifyRollups compares raw and rollup counts of one UTC day.
 func (c *Client) VerifyRollups(ctx context.Context, day string) (Verification, error) {
@@ -104,22 +83,10 @@ func (c *Client) VerifyRollups(ctx context.Context, day string) (Verification, e
 }
 
 // RebuildProgress is one line of a rebuild's answer.
-type RebuildProgress struct {
-	Done   int            `json:"done"`
-	Total  int            `json:"total"`
-	Device string         `json:"device"`
-	Day    string         `json:"day"`
-	Result *RebuildResult `json:"result"`
-	Error  string         `json:"error"`
-}
+type RebuildProgress = wire.RebuildProgress
 
 // RebuildResult sums up a rebuild.
-type RebuildResult struct {
-	DeviceDays int   `json:"device_days"`
-	Readings   int64 `json:"readings"`
-	Written    int   `json:"rows_written"`
-	Retracted  int   `json:"rows_retracted"`
-}
+type RebuildResult = wire.RebuildResult
 
 // RebuildRollups asks the gateway to recompute rollups over [from, to)
 // (of one device if device is set) and calls progress for each line. The

@@ -180,12 +180,7 @@ func (h *Handler) Rollups(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, "read rollups", err)
 		return
 	}
-	out := struct {
-		Device  string   `json:"device"`
-		Metric  string   `json:"metric"`
-		Step    string   `json:"step"`
-		Buckets []Bucket `json:"buckets"`
-	}{Device: f.Device, Metric: f.Metric, Step: step.String(), Buckets: make([]Bucket, len(bs))}
+	out := wire.RollupSeries{Device: f.Device, Metric: f.Metric, Step: step.String(), Buckets: make([]Bucket, len(bs))}
 	for i, b := range bs {
 		out.Buckets[i] = Bucket{Start: ts(b.Start), Count: b.Count, Sum: b.Sum, Min: b.Min, Max: b.Max, Mean: b.Mean(),
 			First: b.FirstValue, FirstTS: ts(b.FirstTS), Last: b.LastValue, LastTS: ts(b.LastTS)}
@@ -228,11 +223,7 @@ func (h *Handler) Top(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, "rank devices", err)
 		return
 	}
-	out := struct {
-		Metric  string `json:"metric"`
-		By      string `json:"by"`
-		Devices []Rank `json:"devices"`
-	}{Metric: f.Metric, By: string(by), Devices: make([]Rank, len(ranks))}
+	out := wire.TopList{Metric: f.Metric, By: string(by), Devices: make([]Rank, len(ranks))}
 	for i, k := range ranks {
 		out.Devices[i] = Rank{Device: k.Device, Value: k.Value, Count: k.Count, Mean: k.Mean, Max: k.Max}
 	}
@@ -241,14 +232,7 @@ func (h *Handler) Top(w http.ResponseWriter, r *http.Request) {
 
 // ProgressLine is one NDJSON line of a rebuild answer: progress, then one
 // line with Result or Error.
-type ProgressLine struct {
-	Done   int                       `json:"done,omitempty"`
-	Total  int                       `json:"total,omitempty"`
-	Device string                    `json:"device,omitempty"`
-	Day    string                    `json:"day,omitempty"`
-	Result *rollupfeed.RebuildResult `json:"result,omitempty"`
-	Error  string                    `json:"error,omitempty"`
-}
+type ProgressLine = wire.RebuildProgress
 
 // Rebuild serves POST /v1/rollups/rebuild, streaming progress.
 func (h *Handler) Rebuild(w http.ResponseWriter, r *http.Request) {
@@ -292,14 +276,7 @@ func (h *Handler) Rebuild(w http.ResponseWriter, r *http.Request) {
 }
 
 // VerifyJSON is the answer of /v1/rollups/verify.
-type VerifyJSON struct {
-	Day        string                `json:"day"`
-	Devices    int                   `json:"devices"`
-	Metrics    int                   `json:"metrics"`
-	RawRows    int64                 `json:"raw_rows"`
-	RollupRows int64                 `json:"rollup_rows"`
-	Mismatches []rollupfeed.Mismatch `json:"mismatches"`
-}
+type VerifyJSON = wire.Verification
 
 // Verify serves GET /v1/rollups/verify.
 func (h *Handler) Verify(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/reader"
 	"github.com/sluicehq/sluice/internal/rollup"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // Raw is what rebuild and verify need of the raw store: range reads, and
@@ -32,12 +33,7 @@ type Progress struct {
 }
 
 // RebuildResult sums up a rebuild.
-type RebuildResult struct {
-	DeviceDays int   `json:"device_days"`
-	Readings   int64 `json:"readings"`     // raw reading rows read
-	Written    int   `json:"rows_written"` // rebuilt rollup rows
-	Retracted  int   `json:"rows_retracted"`
-}
+type RebuildResult = wire.RebuildResult
 
 // Rebuild recomputes the rollups of tenant's devices (or of device alone)
 // over the whole minutes that overlap [from, to) from the raw store, and
@@ -145,12 +141,7 @@ func readAll(ctx context.Context, raw Raw, tenant, device string, from, to int64
 
 // Mismatch is one (device, metric) whose rollup count differs from its raw
 // count on the verified day.
-type Mismatch struct {
-	Device string `json:"device"`
-	Metric string `json:"metric"`
-	Raw    int64  `json:"raw"`
-	Rollup int64  `json:"rollup"`
-}
+type Mismatch = wire.Mismatch
 
 // VerifyResult is the outcome of Verify.
 type VerifyResult struct {

@@ -236,3 +236,55 @@ type Rank struct {
 	Mean   float64 `json:"mean"`
 	Max    float64 `json:"max"`
 }
+
+// RollupSeries is the answer of GET /v1/rollups.
+type RollupSeries struct {
+	Device  string   `json:"device"`
+	Metric  string   `json:"metric"`
+	Step    string   `json:"step"`
+	Buckets []Bucket `json:"buckets"`
+}
+
+// TopList is the answer of GET /v1/top.
+type TopList struct {
+	Metric  string `json:"metric"`
+	By      string `json:"by"`
+	Devices []Rank `json:"devices"`
+}
+
+// Mismatch is one (device, metric) whose raw and rollup counts differ.
+type Mismatch struct {
+	Device string `json:"device"`
+	Metric string `json:"metric"`
+	Raw    int64  `json:"raw"`
+	Rollup int64  `json:"rollup"`
+}
+
+// Verification is the answer of GET /v1/rollups/verify.
+type Verification struct {
+	Day        string     `json:"day"`
+	Devices    int        `json:"devices"`
+	Metrics    int        `json:"metrics"`
+	RawRows    int64      `json:"raw_rows"`
+	RollupRows int64      `json:"rollup_rows"`
+	Mismatches []Mismatch `json:"mismatches"`
+}
+
+// RebuildResult sums up a rollup rebuild.
+type RebuildResult struct {
+	DeviceDays int   `json:"device_days"`
+	Readings   int64 `json:"readings"`     // raw reading rows read
+	Written    int   `json:"rows_written"` // rebuilt rollup rows
+	Retracted  int   `json:"rows_retracted"`
+}
+
+// RebuildProgress is one NDJSON line of the answer of POST
+// /v1/rollups/rebuild: progress, then one line with Result or Error.
+type RebuildProgress struct {
+	Done   int            `json:"done,omitempty"`
+	Total  int            `json:"total,omitempty"`
+	Device string         `json:"device,omitempty"`
+	Day    string         `json:"day,omitempty"`
+	Result *RebuildResult `json:"result,omitempty"`
+	Error  string         `json:"error,omitempty"`
+}
