@@ -171,6 +171,7 @@ var ErrSplitsExhausted = errors.New("series-day has used every split partition i
 // The sink uses it as a handle: a pointer stays the same while the
 // series-day stays loaded.
 type Partition struct {
+	s     *Series             // the series-day it belongs to
 	info  model.PartitionInfo // exact
 	saved model.PartitionInfo // the entry last handed out, if has
 	has   bool
@@ -193,6 +194,7 @@ type Entry struct {
 // Series is the planner's state of one series-day.
 type Series struct {
 	sd     model.SeriesDay
+	queued bool         // in Planner.idle
 	parts  []*Partition // every partition of the series-day, as known
 	active *Partition   // the partition this writer fills, nil if none
 	maxSeq int          // highest split sequence number this writer used
@@ -209,6 +211,12 @@ type Planner struct {
 	// (wider than exact), or not stored at all: Settle writes them exactly.
 	ahead map[*Partition]struct{}
 	epoch uint64
+	// idle queues series-days that may have become evictable, oldest
+	// first (from idle[head]): evict checks them instead of scanning every
+	// series-day held.
+	idle    []*Series
+	head    int
+	checked uint64 // series-days evict looked at, for tests
 }
 
 // New returns a planner with no series-day loaded.
@@ -237,7 +245,7 @@ func (p *Planner) Len() int { return len(p.days) }
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
 	s := &Series{sd: sd, parts: make([]*Partition, 0, len(parts))}
 	for _, pi := range parts {
-		pt := &Partition{info: pi, saved: pi, has: true}
+		pt := &Partition{s: s, info: pi, saved: pi, has: true}
 		s.parts = append(s.parts, pt)
 		if !p.ownedBy(pi.Key.Sub) {
 			continue
@@ -256,6 +264,7 @@ func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series 
 		}
 	}
 	p.days[sd] = s
+	p.queueIdle(s) // a series-day loaded and never written can go
 	return s
 }
 
@@ -277,22 +286,48 @@ func (p *Planner) ownedBy(sub uint32) bool {
 // last settle intervals stay on top of it. A forgotten series-day's state
 // is reloaded from the catalogue on its next write (after the commits that
 // hold its changes), so forgetting it is safe.
+//
+// It looks only at the series-days queued in idle, oldest first: each is
+// queued when it is loaded, and again when one of its partitions stops
+// holding it back (an entry landed, or a round needed no new entry). So a
+// planner held above the bound by entries in flight costs nothing per
+// round, instead of a scan of every series-day it holds.
 func (p *Planner) evict() {
 	if len(p.days) <= p.cfg.MaxSeriesDays {
 		return
 	}
-	n := len(p.days) - p.cfg.MaxSeriesDays + p.cfg.MaxSeriesDays/10
-next:
-	for k, s := range p.days {
-		for _, pt := range s.parts {
-			if _, ok := p.ahead[pt]; ok || pt.dirty || pt.pending > 0 {
-				continue next
-			}
+	target := p.cfg.MaxSeriesDays - p.cfg.MaxSeriesDays/10
+	for len(p.days) > target && p.head < len(p.idle) {
+		s := p.idle[p.head]
+		p.idle[p.head] = nil
+		p.head++
+		s.queued = false
+		p.checked++
+		if p.days[s.sd] == s && p.evictable(s) {
+			delete(p.days, s.sd)
 		}
-		delete(p.days, k)
-		if n--; n <= 0 {
-			return
+	}
+	if p.head > len(p.idle)/2 {
+		p.idle = p.idle[:copy(p.idle, p.idle[p.head:])]
+		p.head = 0
+	}
+}
+
+// evictable reports whether s holds nothing that must stay in memory.
+func (p *Planner) evictable(s *Series) bool {
+	for _, pt := range s.parts {
+		if _, ok := p.ahead[pt]; ok || pt.dirty || pt.pending > 0 {
+			return false
 		}
+	}
+	return true
+}
+
+// queueIdle queues s for evict, unless it is queued already.
+func (p *Planner) queueIdle(s *Series) {
+	if !s.queued {
+		s.queued = true
+		p.idle = append(p.idle, s)
 	}
 }
 
@@ -370,6 +405,7 @@ func (p *Planner) TakeEntries(dst []Entry) []Entry {
 	for _, pt := range p.dirty {
 		pt.dirty = false
 		if pt.has && covers(pt.saved, pt.info) {
+			p.queueIdle(pt.s)
 			continue
 		}
 		dst = append(dst, p.save(pt, p.aheadOf(pt.info)))
@@ -474,7 +510,9 @@ func (p *Planner) Unsave(parts []*Partition) {
 // that may now be forgotten are, if more than MaxSeriesDays are held.
 func (p *Planner) Landed(parts []*Partition) {
 	for _, pt := range parts {
-		pt.pending--
+		if pt.pending--; pt.pending == 0 {
+			p.queueIdle(pt.s)
+		}
 	}
 	p.evict()
 }
@@ -509,12 +547,12 @@ func (p *Planner) open(s *Series) error {
 		if p.cfg.PerWriterSingle {
 			sub = SingleID(uint8(p.cfg.Writer))
 		}
-		pt = &Partition{info: model.PartitionInfo{Key: sd.Partition(sub), State: StateSingle}}
+		pt = &Partition{s: s, info: model.PartitionInfo{Key: sd.Partition(sub), State: StateSingle}}
 	case s.maxSeq >= maxSplitSeq:
 		return fmt.Errorf("assign row of %v: %w", sd, ErrSplitsExhausted)
 	default:
 		s.maxSeq++
-		pt = &Partition{info: model.PartitionInfo{Key: sd.Partition(SubID(uint8(p.cfg.Writer), s.maxSeq)), State: StateSplit}}
+		pt = &Partition{s: s, info: model.PartitionInfo{Key: sd.Partition(SubID(uint8(p.cfg.Writer), s.maxSeq)), State: StateSplit}}
 	}
 	s.parts = append(s.parts, pt)
 	s.active = pt

@@ -762,3 +762,55 @@ func TestRandomStreams(t *testing.T) {
 		})
 	}
 }
+
+// TestEvictionLooksOnlyAtIdleSeriesDays holds a planner far above
+// MaxSeriesDays with every entry in flight: rounds then cost nothing
+// (eviction looks at no series-day until one is released), and once the
+// entries land, eviction gets back under the bound, oldest first.
+func TestEvictionLooksOnlyAtIdleSeriesDays(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxSeriesDays = 100
+	p := buckets.New(cfg)
+	const n = 5000
+	for i := range n {
+		sd := model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: fmt.Sprintf("dev-%05d", i), Day: sdA.Day}
+		p.Load(sd, nil)
+		assign(t, p, sd, unit{sd.Day.Start(), 1, 10})
+	}
+	es := p.TakeEntries(nil) // every series-day has an entry in flight
+	if p.Len() != n {
+		t.Fatalf("the planner holds %d series-days, want all %d (their entries are in flight)", p.Len(), n)
+	}
+	before := p.EvictChecks()
+	for range 100 {
+		p.TakeEntries(nil)
+		p.Landed(nil)
+	}
+	if got := p.EvictChecks() - before; got != 0 {
+		t.Errorf("100 rounds with nothing released looked at %d series-days, want 0", got)
+	}
+	// The first half lands: those series-days go, and only those are looked
+	// at.
+	var half []*buckets.Partition
+	for _, e := range es[:n/2] {
+		half = append(half, e.Part)
+	}
+	p.Landed(half)
+	if got := p.Len(); got != n/2 {
+		t.Errorf("after half landed the planner holds %d series-days, want %d (the other half still in flight)", got, n/2)
+	}
+	if checks := p.EvictChecks() - before; checks > n/2 {
+		t.Errorf("eviction looked at %d series-days to forget at most %d", checks, n/2)
+	}
+	if !p.Known(model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: fmt.Sprintf("dev-%05d", n-1), Day: sdA.Day}) {
+		t.Error("a series-day with its entry in flight was forgotten")
+	}
+	var rest []*buckets.Partition
+	for _, e := range es[n/2:] {
+		rest = append(rest, e.Part)
+	}
+	p.Landed(rest)
+	if p.Len() > cfg.MaxSeriesDays {
+		t.Errorf("once every entry landed the planner holds %d series-days, more than %d", p.Len(), cfg.MaxSeriesDays)
+	}
+}

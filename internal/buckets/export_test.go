@@ -1,0 +1,4 @@
+package buckets
+
+// EvictChecks returns how many series-days eviction has looked at.
+func (p *Planner) EvictChecks() uint64 { return p.checked }
