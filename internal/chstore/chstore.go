@@ -394,6 +394,32 @@ func (s *Store) Rows(ctx context.Context, q rollup.Filter) ([]rollup.Row, error)
 	return out, nil
 }
 
+// Devices lists, sorted, the devices of tenant with live rollup rows on
+// day.
+func (s *Store) Devices(ctx context.Context, tenant string, day model.Day) ([]string, error) {
+	w, args := where(rollup.Filter{Tenant: tenant, From: day.Start(), To: day.End()})
+	query := fmt.Sprintf(`SELECT DISTINCT device FROM (SELECT * FROM %s FINAL WHERE %s) WHERE count > 0 ORDER BY device`, s.table, w)
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	rows, err := s.conn.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list devices with rollups: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var d string
+		if err := rows.Scan(&d); err != nil {
+			return nil, fmt.Errorf("list devices with rollups: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list devices with rollups: %w", err)
+	}
+	return out, nil
+}
+
 // DropDay drops the partition of one UTC day: what retention does.
 func (s *Store) DropDay(ctx context.Context, d model.Day) error {
 	ctx, cancel := s.ctx(ctx)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -169,6 +170,10 @@ func TestTombstoneAndReplace(t *testing.T) {
 	if len(got) != 0 {
 		t.Errorf("after a tombstone with the highest version, rows = %+v", got)
 	}
+	day := model.DayOf(ms(0))
+	if devs, err := s.Devices(ctx, "t", day); err != nil || len(devs) != 0 {
+		t.Errorf("after a tombstone, Devices = %v, %v; want none", devs, err)
+	}
 	row.Version = 12
 	if err := s.Insert(ctx, []rollup.Row{row}); err != nil {
 		t.Fatal(err)
@@ -176,6 +181,15 @@ func TestTombstoneAndReplace(t *testing.T) {
 	got, err = s.Rows(ctx, rollup.Filter{Tenant: "t", Metric: "m", From: ms(0), To: ms(time.Minute)})
 	if err != nil || len(got) != 1 || got[0].Count != 2 {
 		t.Errorf("after a newer version, rows = %+v, %v", got, err)
+	}
+	other := func(tenant, device string) rollup.Row {
+		return rollup.Row{Key: rollup.Key{Tenant: tenant, Device: device, Metric: "m", Minute: ms(0)}, Count: 1, Sum: 1, Version: 1}
+	}
+	if err := s.Insert(ctx, []rollup.Row{other("t", "e"), other("u", "f")}); err != nil {
+		t.Fatal(err)
+	}
+	if devs, err := s.Devices(ctx, "t", day); err != nil || !slices.Equal(devs, []string{"d", "e"}) {
+		t.Errorf("Devices = %v, %v; want [d e]", devs, err)
 	}
 }
 

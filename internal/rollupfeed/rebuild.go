@@ -23,6 +23,8 @@ type Raw interface {
 type Backend interface {
 	Inserter
 	Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
+	// Devices lists, sorted, the devices of tenant with rollups on day.
+	Devices(ctx context.Context, tenant string, day model.Day) ([]string, error)
 }
 
 // Progress reports one finished device-day of a rebuild.
@@ -112,13 +114,11 @@ func devicesOf(ctx context.Context, raw Raw, dst Backend, tenant string, day mod
 	if err != nil {
 		return nil, fmt.Errorf("list devices of %s: %w", day, err)
 	}
-	rows, err := dst.Rows(ctx, rollup.Filter{Tenant: tenant, From: day.Start(), To: day.End()})
+	withRollups, err := dst.Devices(ctx, tenant, day)
 	if err != nil {
 		return nil, fmt.Errorf("list devices with rollups on %s: %w", day, err)
 	}
-	for _, r := range rows {
-		devs = append(devs, r.Device)
-	}
+	devs = append(devs, withRollups...)
 	slices.Sort(devs)
 	return slices.Compact(devs), nil
 }
@@ -157,10 +157,19 @@ type VerifyResult struct {
 // the raw store and in the rollups, and lists every difference.
 func Verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day) (VerifyResult, error) {
 	res := VerifyResult{Day: day}
-	devs, err := devicesOf(ctx, raw, dst, tenant, day, "")
+	rows, err := dst.Rows(ctx, rollup.Filter{Tenant: tenant, From: day.Start(), To: day.End()})
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("read rollups of %s: %w", day, err)
 	}
+	devs, err := raw.Series(ctx, tenant, model.KindReadings, day)
+	if err != nil {
+		return res, fmt.Errorf("list devices of %s: %w", day, err)
+	}
+	for _, r := range rows {
+		devs = append(devs, r.Device)
+	}
+	slices.Sort(devs)
+	devs = slices.Compact(devs)
 	type dm struct{ device, metric string }
 	rawN := map[dm]int64{}
 	for _, d := range devs {
@@ -173,10 +182,6 @@ func Verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.
 				rawN[dm{d, m.Name}]++
 			}
 		}
-	}
-	rows, err := dst.Rows(ctx, rollup.Filter{Tenant: tenant, From: day.Start(), To: day.End()})
-	if err != nil {
-		return res, fmt.Errorf("read rollups of %s: %w", day, err)
 	}
 	rollN := map[dm]int64{}
 	for _, r := range rows {

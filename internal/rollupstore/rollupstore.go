@@ -12,6 +12,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -151,6 +153,32 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 		return nil, fmt.Errorf("read rollup rows: %w", err)
 	}
 	return out, nil
+}
+
+// Devices lists, sorted, the devices of tenant with live rollup rows on
+// day, reading each row once and keeping none.
+func (s *Store) Devices(ctx context.Context, tenant string, day model.Day) ([]string, error) {
+	p := prefix(nil, day, tenant, "", "") // ends with the tenant's 0
+	upper := append(bytes.Clone(p[:len(p)-1]), 1)
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: p, UpperBound: upper})
+	if err != nil {
+		return nil, fmt.Errorf("list devices with rollups: %w", err)
+	}
+	seen := map[string]struct{}{}
+	for ok := it.First(); ok; ok = it.Next() {
+		r, err := decode(it.Value())
+		if err != nil {
+			_ = it.Close()
+			return nil, err
+		}
+		if r.Count > 0 {
+			seen[r.Device] = struct{}{}
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("list devices with rollups: %w", err)
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
 }
 
 // Series folds one device's metric into buckets of the step.

@@ -180,3 +180,34 @@ func TestInsertKeepsHighestVersion(t *testing.T) {
 		}
 	}
 }
+
+// Devices lists the devices of one tenant-day with live rows: not a device
+// whose only row was retracted, not another day's, not a tenant whose name
+// extends this one's.
+func TestDevices(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	day := model.Day(20_000)
+	m := day.Start() + 5*rollup.MinuteMillis
+	if err := s.Insert(ctx, []rollup.Row{
+		row("acme", "d2", "temp", m, 3, 1),
+		row("acme", "d1", "rpm", m, 1, 1),
+		row("acme", "d1", "temp", m+rollup.MinuteMillis, 2, 1),
+		row("acme", "d3", "temp", m, 4, 1),
+		row("acme", "d3", "temp", m, 0, 2), // retracted
+		row("acme", "d4", "temp", (day + 1).Start(), 1, 1),
+		row("acmex", "d9", "temp", m, 1, 1),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Devices(ctx, "acme", day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"d1", "d2"}; !slices.Equal(got, want) {
+		t.Errorf("Devices(acme, %s) = %v, want %v", day, got, want)
+	}
+	if got, _ := s.Devices(ctx, "nobody", day); len(got) != 0 {
+		t.Errorf("Devices of an unknown tenant = %v, want none", got)
+	}
+}
