@@ -109,7 +109,7 @@ func (a *refAggregator) advance(now time.Time) []Row {
 			}
 			return compareKeys(x, y)
 		})
-		for _, k := range keys[:len(keys)-a.cfg.MaxWindows] {
+		for _, k := range keys[:len(keys)-(a.cfg.MaxWindows-a.cfg.MaxWindows/10)] {
 			if w := a.windows[k]; w.dirty {
 				out = a.emit(now, k, w, out)
 			}

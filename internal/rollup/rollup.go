@@ -125,7 +125,8 @@ type Config struct {
 	KeepClosed time.Duration
 	// MaxWindows bounds the windows held. Beyond it the oldest emitted
 	// windows are dropped first, then the oldest open ones are emitted early
-	// and dropped.
+	// and dropped, until a tenth fewer are held (so that a stream of new
+	// windows does not sort every window held on every tick).
 	MaxWindows int
 	// Writer is this gateway's writer id.
 	Writer uint16
@@ -489,7 +490,8 @@ func (a *Aggregator) Advance(now time.Time) []Row {
 }
 
 // evict drops windows, oldest minute first and emitted ones before open
-// ones, until MaxWindows are left; an open window is emitted before it goes.
+// ones, until a tenth fewer than MaxWindows are left; an open window is
+// emitted before it goes.
 func (a *Aggregator) evict(now time.Time, out []Row) []Row {
 	ws := make([]*window, 0, a.n)
 	for _, s := range a.series {
@@ -507,7 +509,7 @@ func (a *Aggregator) evict(now time.Time, out []Row) []Row {
 		}
 		return compareWindows(x, y)
 	})
-	for _, w := range ws[:len(ws)-a.cfg.MaxWindows] {
+	for _, w := range ws[:len(ws)-evictTo(a.cfg.MaxWindows)] {
 		if w.dirty {
 			out = a.emit(now, w, out)
 		}
@@ -516,6 +518,9 @@ func (a *Aggregator) evict(now time.Time, out []Row) []Row {
 	}
 	return out
 }
+
+// evictTo is how many windows eviction leaves of max.
+func evictTo(max int) int { return max - max/10 }
 
 // Flush emits every window that changed since its last emission, open or
 // not: the last call before shutdown, so that nothing held is lost.
