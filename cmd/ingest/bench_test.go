@@ -188,8 +188,13 @@ func benchHTTPIngest(b *testing.B, workload string, rollups bool) {
 	}
 	b.SetBytes(meanLen(bodies))
 	benchParallel(b, func(i int) { post(bodies[i%len(bodies)]) })
-	if placed := scrapeCounter(b, hc, strings.TrimSuffix(url, "/v1/readings")+"/metrics", `sluice_sink_catalogue_entries_total{why="placed"}`); placed >= 0 {
+	metrics := strings.TrimSuffix(url, "/v1/readings") + "/metrics"
+	if placed := scrapeCounter(b, hc, metrics, `sluice_sink_catalogue_entries_total{why="placed"}`); placed >= 0 {
 		b.ReportMetric(placed/float64(b.N*benchReadings), "catalogue_entries/reading")
+	}
+	if emitted := scrapeCounter(b, hc, metrics, "sluice_rollup_rows_emitted_total"); emitted > 0 {
+		b.ReportMetric(float64(b.N*benchReadings)/emitted, "readings/rollup_row")
+		b.ReportMetric(scrapeCounter(b, hc, metrics, "sluice_rollup_rows_reemitted_total")/emitted, "reemitted/rollup_row")
 	}
 	cancel()
 	if err := <-done; err != nil {
