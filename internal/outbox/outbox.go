@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -61,6 +62,8 @@ type Outbox struct {
 	mu    sync.Mutex // guards depth and next
 	depth Depth
 	next  uint64
+
+	dirtyMu sync.Mutex // orders MarkDirty and ClearDirty
 }
 
 // Open opens (creating if needed) the outbox in dir, bounded to maxBytes of
@@ -197,7 +200,8 @@ func (o *Outbox) Depth() Depth {
 
 // DirtyDay is a day of one tenant whose rollups lost rows: rebuilding that
 // tenant's day from the raw store repairs them. Tenant is empty for a mark
-// written before marks named their tenant; it stands for every tenant.
+// written before marks named their tenant: it is shown to every tenant, and
+// the first whole-day rebuild of its day by any tenant clears it.
 type DirtyDay struct {
 	Tenant string
 	Day    model.Day
@@ -208,12 +212,16 @@ func dirtyKey(tenant string, d model.Day) []byte {
 }
 
 // MarkDirty records durably that rows of these tenant-days could not be
-// kept. It works when the outbox is full: the markers are a few bytes each.
+// kept, at the current time (a mark written again takes the newer time). It
+// works when the outbox is full: the markers are a few bytes each.
 func (o *Outbox) MarkDirty(marks []DirtyDay) error {
+	o.dirtyMu.Lock()
+	defer o.dirtyMu.Unlock()
 	b := o.db.NewBatch()
 	defer b.Close()
+	at := binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))
 	for _, m := range marks {
-		if err := b.Set(dirtyKey(m.Tenant, m.Day), nil, nil); err != nil {
+		if err := b.Set(dirtyKey(m.Tenant, m.Day), at, nil); err != nil {
 			return fmt.Errorf("mark days dirty: %w", err)
 		}
 	}
@@ -242,13 +250,33 @@ func (o *Outbox) Dirty() ([]DirtyDay, error) {
 	return out, nil
 }
 
-// ClearDirty forgets the dirty marks of tenant's days (after a rebuild of
-// them), and the marks of those days that name no tenant.
-func (o *Outbox) ClearDirty(tenant string, days []model.Day) error {
+// ClearDirty forgets the dirty marks of tenant's days (and the marks of
+// those days that name no tenant) written before the given time: what a
+// rebuild of those days that started then repaired. A mark written since,
+// for a loss the rebuild may have missed, stays.
+func (o *Outbox) ClearDirty(tenant string, days []model.Day, before time.Time) error {
+	o.dirtyMu.Lock()
+	defer o.dirtyMu.Unlock()
 	b := o.db.NewBatch()
 	defer b.Close()
 	for _, d := range days {
 		for _, k := range [][]byte{dirtyKey(tenant, d), dirtyKey("", d)} {
+			v, closer, err := o.db.Get(k)
+			if errors.Is(err, pebble.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("clear dirty days: %w", err)
+			}
+			// A mark without a time is from before marks had one.
+			at := int64(0)
+			if len(v) == 8 {
+				at = int64(binary.BigEndian.Uint64(v))
+			}
+			_ = closer.Close()
+			if at >= before.UnixNano() {
+				continue
+			}
 			if err := b.Delete(k, nil); err != nil {
 				return fmt.Errorf("clear dirty days: %w", err)
 			}

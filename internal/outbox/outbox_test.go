@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -76,11 +77,24 @@ func TestDurableAcrossReopen(t *testing.T) {
 		t.Errorf("Dirty() (-want +got), err %v:\n%s", err, diff)
 	}
 	// A rebuild of acme's day clears acme's mark, not bulk's.
-	if err := o.ClearDirty("acme", []model.Day{19999}); err != nil {
+	if err := o.ClearDirty("acme", []model.Day{19999}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if days, _ := o.Dirty(); !cmp.Equal(days, []DirtyDay{{"bulk", 19999}, {"acme", 20000}}) {
 		t.Errorf("Dirty() after clearing acme's 19999 = %v", days)
+	}
+	// A mark written after the rebuild started (a loss it may have missed)
+	// stays; one written before goes.
+	started := time.Now()
+	time.Sleep(time.Millisecond)
+	if err := o.MarkDirty([]DirtyDay{{"acme", 20000}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.ClearDirty("acme", []model.Day{20000}, started); err != nil {
+		t.Fatal(err)
+	}
+	if days, _ := o.Dirty(); !cmp.Equal(days, []DirtyDay{{"bulk", 19999}, {"acme", 20000}}) {
+		t.Errorf("Dirty() after a rebuild that started before acme's 20000 was marked again = %v", days)
 	}
 	// A mark without a tenant (written before marks named one) goes with
 	// the first tenant's rebuild of its day.
@@ -90,7 +104,7 @@ func TestDurableAcrossReopen(t *testing.T) {
 	if days, _ := o.Dirty(); !cmp.Equal(days[len(days)-1], DirtyDay{"", 20001}) {
 		t.Errorf("Dirty() = %v, want the mark without a tenant last", days)
 	}
-	if err := o.ClearDirty("bulk", []model.Day{20001}); err != nil {
+	if err := o.ClearDirty("bulk", []model.Day{20001}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if days, _ := o.Dirty(); !cmp.Equal(days, []DirtyDay{{"bulk", 19999}, {"acme", 20000}}) {

@@ -79,12 +79,15 @@ type Handler struct {
 	now       func() time.Time
 	logger    *slog.Logger
 	maxDays   int
-	onRebuilt func(tenant string, days []model.Day) error
+	onRebuilt func(tenant string, days []model.Day, started time.Time) error
 }
 
 // OnRebuilt sets what a rebuild of every device of a tenant calls with the
-// whole UTC days it covered (to clear their dirty marks).
-func (h *Handler) OnRebuilt(f func(tenant string, days []model.Day) error) { h.onRebuilt = f }
+// whole UTC days it covered and the time it started (to clear the dirty
+// marks of those days written before it).
+func (h *Handler) OnRebuilt(f func(tenant string, days []model.Day, started time.Time) error) {
+	h.onRebuilt = f
+}
 
 // wholeDays returns the UTC days that lie wholly inside [from, to).
 func wholeDays(from, to int64) []model.Day {
@@ -256,6 +259,7 @@ func (h *Handler) Rebuild(w http.ResponseWriter, r *http.Request) {
 	send(ProgressLine{Done: 0, Total: 0})
 	tenant := httpx.Tenant(r.Context())
 	device := r.URL.Query().Get("device")
+	started := h.now()
 	res, err := rollupfeed.Rebuild(r.Context(), h.raw, h.dst, tenant, device, from, to,
 		rollupfeed.Version(h.now()), func(p rollupfeed.Progress) {
 			send(ProgressLine{Done: p.Done, Total: p.Total, Device: p.Device, Day: p.Day.String()})
@@ -268,7 +272,7 @@ func (h *Handler) Rebuild(w http.ResponseWriter, r *http.Request) {
 	h.logger.Info("rollups rebuilt", "tenant", tenant, "from", ts(from), "to", ts(to), "device_days", res.DeviceDays, "rows", res.Written)
 	// Every device's whole days are repaired: their dirty marks can go.
 	if days := wholeDays(from, to); h.onRebuilt != nil && device == "" && len(days) > 0 {
-		if err := h.onRebuilt(tenant, days); err != nil {
+		if err := h.onRebuilt(tenant, days, started); err != nil {
 			h.logger.Error("clear the dirty marks of rebuilt days", "tenant", tenant, "err", err)
 		}
 	}

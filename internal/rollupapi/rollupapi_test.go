@@ -46,7 +46,9 @@ func TestRebuildClearsDirtyDays(t *testing.T) {
 	}
 	defer ob.Close()
 
-	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	// The real clock: dirty marks carry the time they were written, and a
+	// rebuild clears those written before it started.
+	now := time.Now().UTC()
 	d1 := model.DayOf(now.Add(-72 * time.Hour).UnixMilli())
 	d2, d3 := d1+1, d1+2
 	for _, tenant := range []string{"acme", "bulk"} {
@@ -64,7 +66,7 @@ func TestRebuildClearsDirtyDays(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h := New(raw, dst, OutboxStatus("embedded", ob, quiet), func() time.Time { return now }, quiet)
+	h := New(raw, dst, OutboxStatus("embedded", ob, quiet), time.Now, quiet)
 	h.OnRebuilt(ob.ClearDirty)
 	call := func(method, path string, q url.Values) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path+"?"+q.Encode(), nil)
