@@ -49,6 +49,9 @@ type StatusJSON struct {
 	// DirtyDays are the caller's tenant's days whose rollups lost rows
 	// (rebuild them), oldest first.
 	DirtyDays []string `json:"dirty_days"`
+	// DirtyError says why the dirty days could not be listed (DirtyDays is
+	// then incomplete).
+	DirtyError string `json:"dirty_error,omitempty"`
 }
 
 // OutboxStatus is the Status of a gateway whose feed uses ob: its depth,
@@ -61,6 +64,7 @@ func OutboxStatus(backend string, ob *outbox.Outbox, logger *slog.Logger) Status
 		marks, err := ob.Dirty()
 		if err != nil {
 			logger.Error("list dirty rollup days", "err", err)
+			st.DirtyError = err.Error()
 		}
 		for _, m := range marks {
 			if day := m.Day.String(); (m.Tenant == tenant || m.Tenant == "") && !slices.Contains(st.DirtyDays, day) {

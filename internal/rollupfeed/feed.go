@@ -360,15 +360,20 @@ func compareDirty(a, b outbox.DirtyDay) int {
 }
 
 // DirtyList renders dirty tenant-days for a log line: "tenant/day, …" (a
-// mark that names no tenant shows as "*/day").
+// mark that names no tenant shows as "*/day"), the first 20 and a count of
+// the rest.
 func DirtyList(marks []outbox.DirtyDay) string {
-	parts := make([]string, len(marks))
-	for i, m := range marks {
+	const most = 20
+	parts := make([]string, 0, min(len(marks), most)+1)
+	for _, m := range marks[:min(len(marks), most)] {
 		t := m.Tenant
 		if t == "" {
 			t = "*"
 		}
-		parts[i] = t + "/" + m.Day.String()
+		parts = append(parts, t+"/"+m.Day.String())
+	}
+	if len(marks) > most {
+		parts = append(parts, fmt.Sprintf("and %d more (GET /v1/rollups/status lists a tenant's)", len(marks)-most))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -360,4 +362,23 @@ func TestRebuildAndVerifyAfterDamage(t *testing.T) {
 			t.Errorf("verify after a second rebuild: %+v", res.Mismatches)
 		}
 	})
+}
+
+func TestDirtyList(t *testing.T) {
+	tests := []struct {
+		name  string
+		marks []outbox.DirtyDay
+		want  string
+	}{
+		{"none", nil, ""},
+		{"tenant and legacy", []outbox.DirtyDay{{Tenant: "acme", Day: 20000}, {Day: 20001}}, "acme/2024-10-04, */2024-10-05"},
+		{"long", slices.Repeat([]outbox.DirtyDay{{Tenant: "a", Day: 20000}}, 23), strings.Repeat("a/2024-10-04, ", 20) + "and 3 more (GET /v1/rollups/status lists a tenant's)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := DirtyList(tc.marks); got != tc.want {
+				t.Errorf("DirtyList = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }
