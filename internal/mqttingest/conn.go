@@ -2,13 +2,16 @@ package mqttingest
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
@@ -24,7 +27,33 @@ func dialBroker(u *url.URL, o mqtt.ClientOptions) (net.Conn, error) {
 	case "tcp", "mqtt":
 		return proxy.FromEnvironmentUsing(d).Dial("tcp", u.Host)
 	case "ssl", "tls", "mqtts":
-		return (&tls.Dialer{NetDialer: d, Config: o.TLSConfig}).Dial("tcp", u.Host)
+		if os.Getenv("all_proxy") == "" {
+			return (&tls.Dialer{NetDialer: d, Config: o.TLSConfig}).Dial("tcp", u.Host)
+		}
+		// Through the proxy of the environment, then TLS over it.
+		c, err := proxy.FromEnvironmentUsing(d).Dial("tcp", u.Host)
+		if err != nil {
+			return nil, err
+		}
+		cfg := &tls.Config{}
+		if o.TLSConfig != nil {
+			cfg = o.TLSConfig.Clone()
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = u.Hostname()
+		}
+		tc := tls.Client(c, cfg)
+		ctx := context.Background()
+		if o.ConnectTimeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, o.ConnectTimeout)
+			defer cancel()
+		}
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		return tc, nil
 	case "ws", "wss":
 		target := *u
 		target.User = nil
@@ -55,7 +84,7 @@ var errConnClosed = errors.New("mqtt: connection closed")
 // acknowledgements that come together leave in one call and a lone one
 // leaves at once. Each of its writes has the write timeout; paho's own
 // write deadlines are not needed and are ignored. Close sends what is
-// queued first (a DISCONNECT), within the write timeout.
+// queued first (a DISCONNECT), for at most closeGrace.
 type bufConn struct {
 	net.Conn
 	r       *bufio.Reader
@@ -70,6 +99,7 @@ type bufConn struct {
 	wake    chan struct{}
 	done    chan struct{}
 	closing sync.Once
+	closed  atomic.Bool // Close was called, or a write failed
 }
 
 func newBufConn(c net.Conn, writeTimeout time.Duration) *bufConn {
@@ -82,7 +112,12 @@ func newBufConn(c net.Conn, writeTimeout time.Duration) *bufConn {
 	return b
 }
 
-func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+func (b *bufConn) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		return 0, errConnClosed
+	}
+	return b.r.Read(p)
+}
 
 // Write queues p; it waits only while the queue is full.
 func (b *bufConn) Write(p []byte) (int, error) {
@@ -118,6 +153,7 @@ func (b *bufConn) writer() {
 			out := b.queued
 			b.queued, b.spare = b.spare[:0], nil
 			b.writing = true
+			b.room.Broadcast() // the queue has room again
 			b.mu.Unlock()
 			err := b.Conn.SetWriteDeadline(time.Now().Add(b.timeout))
 			if err == nil {
@@ -126,12 +162,20 @@ func (b *bufConn) writer() {
 			b.mu.Lock()
 			b.writing = false
 			b.spare = out[:0]
-			if err != nil && b.err == nil {
-				// The reader sees the failure too, and paho reconnects.
+			failed := err != nil && b.err == nil
+			if failed {
 				b.err = err
-				_ = b.Conn.Close()
 			}
 			b.room.Broadcast()
+			if failed {
+				// The reader sees the failure too, and paho reconnects.
+				// Closed without the lock: a TLS close may block to send
+				// its alert.
+				b.mu.Unlock()
+				b.closed.Store(true)
+				_ = b.Conn.Close()
+				b.mu.Lock()
+			}
 		}
 		b.mu.Unlock()
 	}
@@ -143,8 +187,27 @@ func (b *bufConn) SetWriteDeadline(time.Time) error { return nil }
 // SetDeadline sets the read deadline only (see SetWriteDeadline).
 func (b *bufConn) SetDeadline(t time.Time) error { return b.Conn.SetReadDeadline(t) }
 
-// Close writes out what is queued, then closes the connection.
+// closeGrace bounds how long Close waits for the queue to be written out
+// (a DISCONNECT after a run of acknowledgements): a broker that stopped
+// reading must not hold a lost connection open for the whole write timeout.
+const closeGrace = time.Second
+
+// Close writes out what is queued, for at most closeGrace, then closes the
+// connection. Reads fail from then on, even of bytes already buffered:
+// paho must not route messages whose acknowledgements can no longer leave.
 func (b *bufConn) Close() error {
+	b.closed.Store(true)
+	stop := time.AfterFunc(min(closeGrace, b.timeout), func() {
+		// Abort a write that is stuck; the writer then records the error.
+		_ = b.Conn.SetWriteDeadline(time.Now())
+		b.mu.Lock()
+		if b.err == nil && !b.writing {
+			b.err = errConnClosed // nothing in progress: drop the queue
+		}
+		b.room.Broadcast()
+		b.mu.Unlock()
+	})
+	defer stop.Stop()
 	b.mu.Lock()
 	for b.err == nil && (len(b.queued) > 0 || b.writing) {
 		b.room.Wait()

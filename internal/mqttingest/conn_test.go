@@ -190,3 +190,68 @@ func TestBufConnReads(t *testing.T) {
 		t.Fatal("read bytes differ from those written")
 	}
 }
+
+// A broker that stops reading does not hold Close for the whole write
+// timeout: Close gives the queue closeGrace, then aborts the write.
+func TestBufConnCloseDoesNotWaitForAStuckPeer(t *testing.T) {
+	client, _ := loopback(t) // the server side never reads
+	bc := newBufConn(client, time.Minute)
+	stuck := make(chan struct{})
+	go func() {
+		defer close(stuck)
+		chunk := make([]byte, 32<<10)
+		for {
+			if _, err := bc.Write(chunk); err != nil {
+				return // closed
+			}
+		}
+	}()
+	// Wait until the writer is blocked on a full socket and the queue is
+	// full, so that Write waits too.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		bc.mu.Lock()
+		full := bc.writing && len(bc.queued) > connWriteBuffer-(32<<10)
+		bc.mu.Unlock()
+		if full {
+			break
+		}
+		if time.Now().After(deadline) {
+			bc.mu.Lock()
+			t.Fatalf("the writer never blocked: writing %v, queued %d, err %v", bc.writing, len(bc.queued), bc.err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- bc.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close waited for the write timeout (1 minute) of a peer that does not read")
+	}
+	select {
+	case <-stuck:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a Write waiting for room did not return after Close")
+	}
+}
+
+// After Close, reads fail even when bytes are buffered: paho must not
+// route messages whose acknowledgements can no longer be sent.
+func TestBufConnReadAfterClose(t *testing.T) {
+	client, server := loopback(t)
+	bc := newBufConn(client, 5*time.Second)
+	if _, err := server.Write([]byte("two packets")); err != nil {
+		t.Fatal(err)
+	}
+	one := make([]byte, 3)
+	if _, err := io.ReadFull(bc, one); err != nil { // the rest is buffered now
+		t.Fatal(err)
+	}
+	if err := bc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := bc.Read(make([]byte, 16)); !errors.Is(err, errConnClosed) {
+		t.Fatalf("read after close = %d bytes, %v; want %v", n, err, errConnClosed)
+	}
+}
