@@ -259,13 +259,14 @@ func (in *Ingester) handle(_ mqtt.Client, msg mqtt.Message) {
 	default:
 	}
 	it := &item{msg: msg, recv: in.now(), done: make(chan struct{})}
-	in.m.inflight.Inc()
 	select {
 	case in.inflight <- it:
 	case <-in.stop:
-		in.m.inflight.Dec()
 		return // not acknowledged: the broker keeps it
 	}
+	// Counted once queued (so never above mqtt.max_inflight); whoever takes
+	// it from the queue, the acker or Stop, counts it out.
+	in.m.inflight.Inc()
 	in.mu.Lock()
 	if in.stopping {
 		in.mu.Unlock()
