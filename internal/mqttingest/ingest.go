@@ -54,8 +54,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/decode"
-	"github.com/sluicehq/sluice/internal/lograte"
-	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/sink"
 )
 
@@ -75,13 +73,8 @@ const (
 // Ingester is one MQTT subscription feeding the sink. Create it with New,
 // start it with Start, stop it with Stop.
 type Ingester struct {
-	cfg    Config
-	p      *parser
-	w      Writer
-	now    func() time.Time
-	logger *slog.Logger
-	m      *metrics
-	errLog *lograte.Limiter
+	core
+	cfg Config
 
 	client   mqtt.Client
 	inflight chan *item    // receive order, at most MaxInflight
@@ -117,24 +110,15 @@ func (it *item) finish(ok bool) {
 	close(it.done)
 }
 
-// SetHorizon makes readings older than h(kind, tenant, now) (the tenant's
-// retention horizon) dead letters with reason invalid_field: stored, they
-// would be dropped at once. Call it before Start.
-func (in *Ingester) SetHorizon(h func(kind model.Kind, tenant string, now time.Time) time.Time) {
-	in.p.horizon = h
-}
-
 // New returns an ingester; cfg must be valid. now is the clock for receive
 // times and the future-timestamp limit.
 func New(cfg Config, w Writer, lim decode.Limits, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer) (*Ingester, error) {
-	m := newMetrics(reg, true)
-	p, err := newParser(cfg, lim, logger, m)
+	c, err := newCore(cfg, w, lim, now, logger, reg, true)
 	if err != nil {
 		return nil, err
 	}
 	in := &Ingester{
-		cfg: cfg, p: p, w: w, now: now, logger: logger, m: m,
-		errLog:   &lograte.Limiter{Every: time.Second},
+		core: c, cfg: cfg,
 		inflight: make(chan *item, cfg.MaxInflight), work: make(chan *item, cfg.MaxInflight+1),
 		slots: make(chan struct{}, maxWrites), stop: make(chan struct{}), procDone: make(chan struct{}),
 		ackDone: make(chan struct{}), subscribed: make(chan struct{}),

@@ -27,7 +27,12 @@ import (
 // template, tenants, limits, retention horizon and dead letters. The
 // subscriber's settings (brokers, client id, topics, shared group,
 // max_inflight, timeouts) do not apply.
-type Receiver struct {
+type Receiver struct{ core }
+
+// core is what the subscriber (Ingester) and the Receiver share: the parser
+// that turns a message into a sink request, the writer it goes to, the
+// clock, logging and metrics.
+type core struct {
 	p      *parser
 	w      Writer
 	now    func() time.Time
@@ -36,24 +41,34 @@ type Receiver struct {
 	errLog *lograte.Limiter
 }
 
+func newCore(cfg Config, w Writer, lim decode.Limits, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer, subscriber bool) (core, error) {
+	m := newMetrics(reg, subscriber)
+	p, err := newParser(cfg, lim, logger, m)
+	if err != nil {
+		return core{}, err
+	}
+	return core{p: p, w: w, now: now, logger: logger, m: m, errLog: &lograte.Limiter{Every: time.Second}}, nil
+}
+
+// SetHorizon makes readings older than h(kind, tenant, now) (the tenant's
+// retention horizon) dead letters with reason invalid_field: stored, they
+// would be dropped at once. Call it before the first message (before
+// Ingester.Start, before the first Receive).
+func (c *core) SetHorizon(h func(kind model.Kind, tenant string, now time.Time) time.Time) {
+	c.p.horizon = h
+}
+
 // Template returns the receiver's parsed mqtt.topic_template.
 func (r *Receiver) Template() *Template { return r.p.tmpl }
 
 // NewReceiver returns a receiver; cfg must be valid. now is the clock for
 // receive times and the future-timestamp limit.
 func NewReceiver(cfg Config, w Writer, lim decode.Limits, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer) (*Receiver, error) {
-	m := newMetrics(reg, false)
-	p, err := newParser(cfg, lim, logger, m)
+	c, err := newCore(cfg, w, lim, now, logger, reg, false)
 	if err != nil {
 		return nil, err
 	}
-	return &Receiver{p: p, w: w, now: now, logger: logger, m: m, errLog: &lograte.Limiter{Every: time.Second}}, nil
-}
-
-// SetHorizon makes readings older than h(kind, tenant, now) dead letters,
-// as Ingester.SetHorizon does. Call it before the first Receive.
-func (r *Receiver) SetHorizon(h func(kind model.Kind, tenant string, now time.Time) time.Time) {
-	r.p.horizon = h
+	return &Receiver{c}, nil
 }
 
 // Receive stores one message: its readings, or its dead letter when it
