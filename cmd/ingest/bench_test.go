@@ -13,11 +13,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -32,6 +30,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/store/pebblestore"
 )
 
 const (
@@ -318,20 +318,9 @@ func benchPebbleLimit(b *testing.B, workload string) {
 		batch := db.NewBatch()
 		defer batch.Close()
 		for _, r := range reqs[i%len(reqs)] {
-			for _, m := range [2]struct {
-				name string
-				v    float64
-			}{{"rpm", r.rpm}, {"temp_c", r.temp}} {
-				key = append(key[:0], 'r')
-				key = binary.BigEndian.AppendUint32(key, uint32(r.ts/86_400_000)^1<<31)
-				key = append(key, "bench\x00"...)
-				key = append(key, r.device...)
-				key = append(key, 0, 0, 0, 0, 0)
-				key = binary.BigEndian.AppendUint64(key, uint64(r.ts)^1<<63)
-				key = append(key, m.name...)
-				val = append(val[:0], 1)
-				val = binary.BigEndian.AppendUint64(val, math.Float64bits(m.v))
-				val = binary.AppendVarint(val, 1)
+			pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "bench", Series: r.device, Day: model.DayOf(r.ts)}.Partition(0)
+			for _, m := range [2]model.Metric{{Name: "rpm", Value: r.rpm}, {Name: "temp_c", Value: r.temp}} {
+				key, val = pebblestore.AppendReading(key[:0], val[:0], pk, model.ReadingRow{TS: r.ts, Metric: m.Name, Value: m.Value, Seq: 1, HasSeq: true})
 				if err := batch.Set(key, val, nil); err != nil {
 					b.Error(err)
 				}

@@ -2,10 +2,8 @@ package mqttingest
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net"
 	"net/url"
 	"os"
@@ -23,7 +21,9 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/store/pebblestore"
 )
 
 // Benchmark sizes: messages of readingsPerMessage readings each, over
@@ -290,12 +290,11 @@ func profileGateway(b *testing.B) func() {
 // each batch synced. No broker, no decoding, no bucketing: an upper bound for
 // any gateway that stores these messages durably.
 func storeDrain(b *testing.B, topics, payloads []string) (time.Duration, cpuUse) {
+	// The gateway's rows, with its partition keys (tenant of testConfig,
+	// one partition per device-day: no device outgrows the bound here).
 	type cell struct {
-		dev    string
-		ts     int64
-		metric string
-		v      float64
-		seq    int64
+		pk model.PartitionKey
+		r  model.ReadingRow
 	}
 	var cells []cell
 	for i, p := range payloads {
@@ -309,8 +308,9 @@ func storeDrain(b *testing.B, topics, payloads []string) (time.Duration, cpuUse)
 			b.Fatal(err)
 		}
 		for _, r := range rs {
+			pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: dev, Day: model.DayOf(r.TS)}.Partition(0)
 			for m, v := range r.Metrics {
-				cells = append(cells, cell{dev, r.TS, m, v, r.Seq})
+				cells = append(cells, cell{pk, model.ReadingRow{TS: r.TS, Metric: m, Value: v, Seq: r.Seq, HasSeq: true}})
 			}
 		}
 	}
@@ -336,16 +336,7 @@ func storeDrain(b *testing.B, topics, payloads []string) (time.Duration, cpuUse)
 				}
 				batch := db.NewBatch()
 				for _, c := range cells[from:min(from+scfg.BatchRows, len(cells))] {
-					key = append(key[:0], 'r')
-					key = binary.BigEndian.AppendUint32(key, uint32(c.ts/86_400_000)^1<<31)
-					key = append(key, "bench\x00"...)
-					key = append(key, c.dev...)
-					key = append(key, 0, 0, 0, 0, 0)
-					key = binary.BigEndian.AppendUint64(key, uint64(c.ts)^1<<63)
-					key = append(key, c.metric...)
-					val = append(val[:0], 1)
-					val = binary.BigEndian.AppendUint64(val, math.Float64bits(c.v))
-					val = binary.AppendVarint(val, c.seq)
+					key, val = pebblestore.AppendReading(key[:0], val[:0], c.pk, c.r)
 					if err := batch.Set(key, val, nil); err != nil {
 						b.Error(err)
 					}

@@ -88,8 +88,7 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 		plen := len(prefix)
 		key = prefix
 		for _, r := range pw.Readings {
-			key = appendTS(key[:plen], r.TS)
-			key = append(key, r.Metric...)
+			key = appendReadingKey(key[:plen], r)
 			val = encodeReading(val[:0], r)
 			if err := pb.Set(key, val, nil); err != nil {
 				return fmt.Errorf("stage reading of %v: %w", pw.Key, err)
