@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // The MQTT tests run the gateway with its embedded broker (no external
@@ -26,19 +27,6 @@ const (
 	mqttPassword = "pump-1-password"
 	mqttTopic    = "devices/" + mqttDevice + "/readings"
 )
-
-// freeAddr returns a loopback address nothing listens on; the gateway is
-// restarted on the same one, as devices would expect.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
 
 // startMQTTGateway runs ingest with the embedded broker on brokerAddr, one
 // device account, and MQTT readings filed under the test token's tenant;
@@ -152,7 +140,7 @@ func storedSeqs(g *gateway) []int {
 }
 
 func TestMQTTEmbeddedReadingsAndDeadLetters(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	g := startMQTTGateway(t, t.TempDir(), addr)
 	dev := device(t, addr)
 	base := day(1).Add(9 * time.Hour)
@@ -217,7 +205,7 @@ func TestMQTTEmbeddedReadingsAndDeadLetters(t *testing.T) {
 // receipt and the durable commit (the broker acknowledges only after the
 // commit), so the kill usually lands inside that window.
 func TestMQTTEmbeddedKillRestart(t *testing.T) {
-	addr, data := freeAddr(t), t.TempDir()
+	addr, data := testenv.FreeAddr(t), t.TempDir()
 	env := []string{"SLUICE_SINK_LINGER=20ms"}
 	g := startMQTTGateway(t, data, addr, env...)
 	base := day(1).Add(11 * time.Hour)

@@ -3,7 +3,6 @@ package mqttingest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/broker"
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // path is one way from a device to the store, as a delivery test sees it.
@@ -70,7 +70,7 @@ func paths() map[string]func(t *testing.T, prefix string, cfg Config) path {
 			}
 		},
 		"embedded": func(t *testing.T, prefix string, cfg Config) path {
-			addr := freeAddr(t)
+			addr := testenv.FreeAddr(t)
 			return path{
 				addr: addr, ackAfterStore: true,
 				start: func(t *testing.T, w Writer) gatewaySide {
@@ -97,19 +97,6 @@ func (e embeddedSide) stop(t testing.TB) {
 	if err := e.b.Close(); err != nil {
 		t.Error(err)
 	}
-}
-
-// freeAddr returns a loopback address nothing listens on, so that a broker
-// can be started again where devices expect it.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
 }
 
 // startEmbedded runs an embedded broker on bcfg.Listen whose publish hook

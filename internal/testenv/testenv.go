@@ -57,3 +57,16 @@ func LockClickHouse(tb testing.TB, exclusive bool) {
 	}
 	tb.Cleanup(func() { _ = f.Close() })
 }
+
+// FreeAddr returns a loopback address that nothing listens on, so that a
+// server can be started (and started again) where its clients expect it.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
