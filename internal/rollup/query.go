@@ -1,9 +1,11 @@
 package rollup
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -150,7 +152,7 @@ func Combine(rows []Row, step Step) []Bucket {
 		}
 		out[i].Merge(r)
 	}
-	slices.SortFunc(out, func(a, b Bucket) int { return compareInt(a.Start, b.Start) })
+	slices.SortFunc(out, func(a, b Bucket) int { return cmp.Compare(a.Start, b.Start) })
 	return out
 }
 
@@ -231,6 +233,6 @@ func SortRanks(rs []Rank) {
 			}
 			return 1
 		}
-		return compareStr(a.Device, b.Device)
+		return strings.Compare(a.Device, b.Device)
 	})
 }

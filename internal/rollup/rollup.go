@@ -540,47 +540,23 @@ func (a *Aggregator) Flush(now time.Time) []Row {
 }
 
 func compareWindows(x, y *window) int {
-	if c := cmp.Compare(x.minute, y.minute); c != 0 {
-		return c
-	}
-	if x.s != y.s {
-		if c := strings.Compare(x.s.tenant, y.s.tenant); c != 0 {
-			return c
-		}
-		if c := strings.Compare(x.s.device, y.s.device); c != 0 {
-			return c
-		}
-	}
-	if c := strings.Compare(x.metric, y.metric); c != 0 {
+	if c := compareKeys(x.key(), y.key()); c != 0 {
 		return c
 	}
 	return cmp.Compare(x.part, y.part)
 }
 
 func compareKeys(x, y Key) int {
-	if x.Minute != y.Minute {
-		if x.Minute < y.Minute {
-			return -1
-		}
-		return 1
+	if c := cmp.Compare(x.Minute, y.Minute); c != 0 {
+		return c
 	}
-	if x.Tenant != y.Tenant {
-		return compareStr(x.Tenant, y.Tenant)
+	if c := strings.Compare(x.Tenant, y.Tenant); c != 0 {
+		return c
 	}
-	if x.Device != y.Device {
-		return compareStr(x.Device, y.Device)
+	if c := strings.Compare(x.Device, y.Device); c != 0 {
+		return c
 	}
-	return compareStr(x.Metric, y.Metric)
-}
-
-func compareStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return strings.Compare(x.Metric, y.Metric)
 }
 
 func sortRows(rows []Row) {
@@ -588,16 +564,10 @@ func sortRows(rows []Row) {
 		if c := compareKeys(x.Key, y.Key); c != 0 {
 			return c
 		}
-		if x.Writer != y.Writer {
-			return int(x.Writer) - int(y.Writer)
+		if c := cmp.Compare(x.Writer, y.Writer); c != 0 {
+			return c
 		}
-		switch {
-		case x.Part < y.Part:
-			return -1
-		case x.Part > y.Part:
-			return 1
-		}
-		return 0
+		return cmp.Compare(x.Part, y.Part)
 	})
 }
 
@@ -615,21 +585,11 @@ func Compute(tenant, device string, readings []model.Reading, version uint64) []
 	}
 	out := make([]Row, 0, len(byKey))
 	for k, pts := range byKey {
-		slices.SortFunc(pts, func(a, b Point) int { return compareInt(a.TS, b.TS) })
+		slices.SortFunc(pts, func(a, b Point) int { return cmp.Compare(a.TS, b.TS) })
 		r := Aggregate(k, pts)
 		r.Writer, r.Version = RebuildWriter, version
 		out = append(out, r)
 	}
 	sortRows(out)
 	return out
-}
-
-func compareInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
