@@ -40,20 +40,42 @@ func (h *heap[T]) pop() T {
 	var zero T
 	s[n] = zero // no pointer kept past the end
 	s = s[:n]
-	for i := 0; ; {
+	s.down(0)
+	*h = s
+	return top
+}
+
+// filter keeps the elements for which keep is true, and restores the heap.
+func (h *heap[T]) filter(keep func(T) bool) {
+	s := *h
+	kept := s[:0]
+	for _, v := range s {
+		if keep(v) {
+			kept = append(kept, v)
+		}
+	}
+	clear(s[len(kept):]) // no pointer kept past the end
+	for i := len(kept)/2 - 1; i >= 0; i-- {
+		kept.down(i)
+	}
+	*h = kept
+}
+
+// down moves s[i] down to its place.
+func (s heap[T]) down(i int) {
+	n := len(s)
+	for {
 		c := 2*i + 1
 		if c >= n {
-			break
+			return
 		}
 		if c+1 < n && s[c+1].heapKey() < s[c].heapKey() {
 			c++
 		}
 		if s[i].heapKey() <= s[c].heapKey() {
-			break
+			return
 		}
 		s[i], s[c] = s[c], s[i]
 		i = c
 	}
-	*h = s
-	return top
 }

@@ -516,6 +516,17 @@ func (a *Aggregator) evict(now time.Time, out []Row) []Row {
 		a.drop(w)
 		a.stats.Evicted++
 	}
+	// The queues must not keep the dropped windows (and their points and
+	// series) until they come due: max_windows bounds memory only then.
+	held := func(w *window) bool { return w.held }
+	a.expiry.filter(func(e expiryEntry) bool { return held(e.w) })
+	for m, q := range a.closing {
+		if q = slices.DeleteFunc(q, func(w *window) bool { return !held(w) }); len(q) > 0 {
+			a.closing[m] = q
+		} else {
+			delete(a.closing, m) // its minute stays queued, and finds nothing
+		}
+	}
 	return out
 }
 
