@@ -131,6 +131,13 @@ func startFailingCommit(t *testing.T, failing int) (s *Sink, hs *hookStore, seen
 	return start(t, cfg, reserveBuckets(), hs), hs, seen, g
 }
 
+// inFlight returns the batches submitted and not yet finished.
+func inFlight(s *Sink) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.flight)
+}
+
 // A batch whose rows rely on an entry carried by an earlier batch in
 // flight fails when that batch fails, and the lost entry is written again
 // by the next batch.
@@ -145,11 +152,19 @@ func TestReservedEntryLostWithFailedCommit(t *testing.T) {
 	go func() { errs <- write(0) }()
 	<-firstSeen // the entry of the new partition is in flight, and will fail
 	go func() { errs <- write(1) }()
-	waitFor(t, "the second commit", func() bool { return hs.commits.Load() >= 2 })
+	waitFor(t, "the second batch", func() bool { return inFlight(s) >= 2 })
 	g.open()
 	for range 2 {
 		if err := <-errs; err == nil {
 			t.Errorf("a request succeeded though the entry it relies on was not stored")
+		}
+	}
+	// Nor were its rows stored: they would lie in a partition no entry
+	// covers.
+	sd := model.SeriesDay{Kind: model.KindReadings, Tenant: tenant, Series: "dev", Day: model.DayOf(base)}
+	for sub := range uint32(2) {
+		if rows, _ := scanPartition(t, hs.Store, model.PartitionInfo{Key: sd.Partition(sub)}); len(rows) != 0 {
+			t.Errorf("partition %d holds %d rows of requests that failed", sub, len(rows))
 		}
 	}
 	if err := write(2); err != nil {
@@ -171,7 +186,7 @@ func TestReservedEntryLostWithFailedCommit(t *testing.T) {
 // as many as the partitions it writes rows to, and still it relies on an
 // entry in flight for one of them.
 func TestReliesOnEntryInFlightWhileClosing(t *testing.T) {
-	s, hs, seen, g := startFailingCommit(t, 2)
+	s, _, seen, g := startFailingCommit(t, 2)
 	defer g.open()
 	bcfg := reserveBuckets()
 	write := func(rs ...model.Reading) error {
@@ -192,7 +207,7 @@ func TestReliesOnEntryInFlightWhileClosing(t *testing.T) {
 	// Commit 3 closes a's partition, opens the next, and adds a row to c
 	// within the entry of commit 2: two entries for two partitions written.
 	go func() { errs <- write(reading("a", base+5000, "m"), reading("c", base+1, "m")) }()
-	waitFor(t, "the third commit", func() bool { return hs.commits.Load() >= 3 })
+	waitFor(t, "the third batch", func() bool { return inFlight(s) >= 2 })
 	g.open()
 	for range 2 {
 		if err := <-errs; err == nil {

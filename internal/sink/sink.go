@@ -853,16 +853,23 @@ func (s *Sink) committer() {
 		for _, prev := range bt.after {
 			<-prev.done
 		}
-		start := time.Now()
-		err := s.st.Commit(context.Background(), &bt.b)
-		s.m.commitSeconds.Observe(time.Since(start).Seconds())
+		// Rows that rely on another batch's catalogue entry are committed only
+		// once that entry is stored: else a crash between the two would leave
+		// rows that no entry covers (and a partition past its bound once its
+		// series-day is reloaded).
+		err := depsResult(bt)
 		rows := bt.b.Rows()
-		s.m.batchRows.Observe(float64(rows))
-		if err != nil {
-			s.m.commitErrors.Inc()
-			s.logger.Error("commit batch", "rows", rows, "requests", len(bt.waiters), "err", err)
-			err = fmt.Errorf("commit: %w", err)
-		} else {
+		if err == nil {
+			start := time.Now()
+			if err = s.st.Commit(context.Background(), &bt.b); err != nil {
+				s.m.commitErrors.Inc()
+				s.logger.Error("commit batch", "rows", rows, "requests", len(bt.waiters), "err", err)
+				err = fmt.Errorf("commit: %w", err)
+			}
+			s.m.commitSeconds.Observe(time.Since(start).Seconds())
+			s.m.batchRows.Observe(float64(rows))
+		}
+		if err == nil {
 			s.m.commits.Inc()
 			var readings, events int
 			for _, pw := range bt.b.Partitions {
@@ -895,9 +902,6 @@ func (s *Sink) committer() {
 		s.mu.Unlock()
 		bt.err = err
 		close(bt.done)
-		if err == nil {
-			err = depsResult(bt)
-		}
 		for _, p := range bt.waiters {
 			s.finish(p, dupResult(p, err))
 		}
@@ -909,7 +913,8 @@ func (s *Sink) committer() {
 
 // depsResult waits for the batches that carry catalogue entries this one
 // relies on, and fails if one of them failed: its rows would then be
-// stored where no reader finds them.
+// stored where no reader finds them. Those batches are earlier ones,
+// already with a committer, so waiting never deadlocks.
 func depsResult(bt *batch) error {
 	for _, d := range bt.deps {
 		<-d.done
