@@ -77,7 +77,7 @@ type Ingester struct {
 	cfg Config
 
 	client   mqtt.Client
-	inflight chan *item    // receive order, at most MaxInflight
+	inflight chan *item    // receive order; with the one the acker holds, at most MaxInflight
 	work     chan *item    // received, not yet taken by the processor
 	slots    chan struct{} // write slots
 	writes   sync.WaitGroup
@@ -119,7 +119,8 @@ func New(cfg Config, w Writer, lim decode.Limits, now func() time.Time, logger *
 	}
 	in := &Ingester{
 		core: c, cfg: cfg,
-		inflight: make(chan *item, cfg.MaxInflight), work: make(chan *item, cfg.MaxInflight+1),
+		// The acker holds one message out of inflight while it waits for it.
+		inflight: make(chan *item, cfg.MaxInflight-1), work: make(chan *item, cfg.MaxInflight),
 		slots: make(chan struct{}, maxWrites), stop: make(chan struct{}), procDone: make(chan struct{}),
 		ackDone: make(chan struct{}), subscribed: make(chan struct{}),
 	}
@@ -237,28 +238,22 @@ func (in *Ingester) handle(_ mqtt.Client, msg mqtt.Message) {
 	if in.killed.Load() {
 		return
 	}
-	select {
-	case <-in.stop:
-		return // not acknowledged: the broker keeps it
-	default:
-	}
 	it := &item{msg: msg, recv: in.now(), done: make(chan struct{})}
+	// Queued under mu, which the processor takes to set stopping before it
+	// exits: so every message queued reaches the acker (which drains the
+	// queue after the processor exited), and none is queued after.
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.stopping {
+		return // not acknowledged: the broker keeps it
+	}
 	select {
 	case in.inflight <- it:
-	case <-in.stop:
-		return // not acknowledged: the broker keeps it
-	}
-	// Counted once queued (so never above mqtt.max_inflight); whoever takes
-	// it from the queue, the acker or Stop, counts it out.
-	in.m.inflight.Inc()
-	in.mu.Lock()
-	if in.stopping {
-		in.mu.Unlock()
-		it.finish(false)
+	case <-in.stop: // a full queue waits for the acker, unless Stop began
 		return
 	}
-	in.work <- it // never blocks: work holds no more than the in-flight bound plus one
-	in.mu.Unlock()
+	in.m.inflight.Inc() // the acker counts it out
+	in.work <- it       // never blocks: work holds no more than the in-flight bound
 }
 
 // acker acknowledges messages in receive order once each is durable.
@@ -446,16 +441,7 @@ func (in *Ingester) Stop(ctx context.Context) error {
 	in.cancel()
 	in.client.Disconnect(250)
 	in.m.connected.Set(0)
-	// Messages that reached handle after the acker finished are not
-	// acknowledged (the broker keeps them); take them off the gauge.
-	for {
-		select {
-		case <-in.inflight:
-			in.m.inflight.Dec()
-		default:
-			return err
-		}
-	}
+	return err
 }
 
 // kill simulates a crash (tests): nothing more is acknowledged, and the

@@ -452,9 +452,9 @@ func (m *fakeMessage) Payload() []byte   { return m.payload }
 func (m *fakeMessage) Ack()              { m.acked.Add(1) }
 
 // The in-flight gauge counts messages received and not yet acknowledged:
-// once the ingester stopped, it is back at zero, even for messages paho
-// hands over during or after the stop (they are not acknowledged: the
-// broker keeps them). Needs no broker: the client never connects.
+// once the ingester stopped, it is back at zero, and messages paho hands
+// over after the stop are neither counted nor acknowledged (the broker
+// keeps them). Needs no broker: the client never connects.
 func TestInflightGaugeAfterStop(t *testing.T) {
 	cfg := testConfig("127.0.0.1:1", "sluicetest/"+uniq(t))
 	stk := newStack(t, buckets.DefaultConfig())
@@ -490,5 +490,46 @@ func TestInflightGaugeAfterStop(t *testing.T) {
 		if m.acked.Load() != 0 {
 			t.Errorf("message %d handed over after the stop was acknowledged", i)
 		}
+	}
+}
+
+// At most mqtt.max_inflight messages are received and not yet acknowledged:
+// with the writes stalled, handle blocks (so paho stops reading) once that
+// many are held, the acker's included, and the gauge says so.
+func TestInflightBound(t *testing.T) {
+	const bound = 3
+	cfg := testConfig("127.0.0.1:1", "sluicetest/"+uniq(t))
+	cfg.MaxInflight = bound
+	stk := newStack(t, buckets.DefaultConfig())
+	in, err := New(cfg, &hangingWriter{w: stk.sk, stalled: make(chan struct{})}, decode.DefaultLimits(), time.Now, testLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Start(); err != nil {
+		t.Fatal(err)
+	}
+	topic := strings.TrimSuffix(cfg.Topics[0].Filter, "/+/readings") + "/dev-1/readings"
+	var handed atomic.Int32
+	go func() { // paho's router: one message at a time
+		for range 2 * bound {
+			in.handle(nil, &fakeMessage{topic: topic, payload: []byte(`{"ts":1700000000000,"metrics":{"t":1}}`)})
+			handed.Add(1)
+		}
+	}()
+	eventually(t, 30*time.Second, "the bound reached", func() bool { return testutil.ToFloat64(in.m.inflight) == bound })
+	time.Sleep(200 * time.Millisecond) // room for a message past the bound, were there any
+	if v := testutil.ToFloat64(in.m.inflight); v != bound {
+		t.Errorf("in-flight gauge %v with the writes stalled, want %d", v, bound)
+	}
+	if n := handed.Load(); n != bound {
+		t.Errorf("handle returned for %d messages with the writes stalled, want %d (then it blocks)", n, bound)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := in.Stop(ctx); err != nil {
+		t.Log(err) // the stalled writes are cancelled when ctx ends
+	}
+	if v := testutil.ToFloat64(in.m.inflight); v != 0 {
+		t.Errorf("in-flight gauge %v after the stop, want 0", v)
 	}
 }
