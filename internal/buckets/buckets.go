@@ -56,7 +56,8 @@
 // least what the partition holds, so the bound still holds (a partition may
 // close up to Reserve.Rows early after a reload). Settle writes exact entries
 // again once partitions are idle, at shutdown, and on demand (the partitions
-// listing asks for it); a closed partition's entry is always exact.
+// listing asks for it); a partition closed by this planner gets an exact
+// entry (one reloaded from a claim keeps counting the claim).
 package buckets
 
 import (
@@ -288,10 +289,11 @@ func (p *Planner) ownedBy(sub uint32) bool {
 // hold its changes), so forgetting it is safe.
 //
 // It looks only at the series-days queued in idle, oldest first: each is
-// queued when it is loaded, and again when one of its partitions stops
-// holding it back (an entry landed, or a round needed no new entry). So a
-// planner held above the bound by entries in flight costs nothing per
-// round, instead of a scan of every series-day it holds.
+// queued when it is loaded, and again when an entry of one of its
+// partitions landed (the last thing that releases it: an entry ahead or a
+// dirty partition is settled or saved by a commit, which then lands). So a
+// planner held above the bound by entries in flight or ahead looks at
+// nothing more per round, instead of scanning every series-day it holds.
 func (p *Planner) evict() {
 	if len(p.days) <= p.cfg.MaxSeriesDays {
 		return
@@ -405,8 +407,7 @@ func (p *Planner) TakeEntries(dst []Entry) []Entry {
 	for _, pt := range p.dirty {
 		pt.dirty = false
 		if pt.has && covers(pt.saved, pt.info) {
-			p.queueIdle(pt.s)
-			continue
+			continue // ahead of the partition: not evictable until settled
 		}
 		dst = append(dst, p.save(pt, p.aheadOf(pt.info)))
 	}

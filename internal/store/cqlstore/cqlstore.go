@@ -388,9 +388,10 @@ type catalogueWrite struct {
 // with the result of the round that carried its entries.
 //
 // Of several entries of one key in a round only the newest (greatest write
-// timestamp) is written: the planner's entries of a partition only grow
-// (counts, range, closed), so it covers every older one, and the rows of
-// all of them are already stored (entries are queued after their rows).
+// timestamp) is written: it is the planner's latest word on the partition
+// (an entry ahead of the rows, or a settled exact one, still covering every
+// row stored), and the write timestamp would make it win anyway; the rows
+// of all of them are already stored (entries are queued after their rows).
 func (s *Store) catalogueLoop() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
