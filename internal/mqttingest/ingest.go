@@ -392,14 +392,12 @@ func (in *Ingester) writeOne(r *sink.Request) error {
 		if err == nil {
 			return nil
 		}
-		if in.ctx.Err() != nil || errors.Is(err, sink.ErrClosed) {
+		reason, busy := refusal(in.ctx, err)
+		if reason == "shutdown" {
 			return err
 		}
 		pause := wait
-		reason := "error"
-		var busy *sink.BusyError
-		if errors.As(err, &busy) {
-			reason = "busy"
+		if busy != nil {
 			pause = min(max(busy.RetryAfter, wait), 2*time.Second)
 		} else {
 			wait = min(2*wait, 5*time.Second)

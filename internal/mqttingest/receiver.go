@@ -50,6 +50,19 @@ func newCore(cfg Config, w Writer, lim decode.Limits, now func() time.Time, logg
 	return core{p: p, w: w, now: now, logger: logger, m: m, errLog: &lograte.Limiter{Every: time.Second}}, nil
 }
 
+// refusal says why the sink refused a write: "shutdown" (ctx ended or the
+// sink closed), "busy" (with the sink's answer) or "error".
+func refusal(ctx context.Context, err error) (string, *sink.BusyError) {
+	var busy *sink.BusyError
+	switch {
+	case ctx.Err() != nil || errors.Is(err, sink.ErrClosed):
+		return "shutdown", nil
+	case errors.As(err, &busy):
+		return "busy", busy
+	}
+	return "error", nil
+}
+
 // SetHorizon makes readings older than h(kind, tenant, now) (the tenant's
 // retention horizon) dead letters with reason invalid_field: stored, they
 // would be dropped at once. Call it before the first message (before
@@ -81,14 +94,7 @@ func (r *Receiver) Receive(ctx context.Context, topic string, payload []byte) er
 	defer r.m.inflight.Dec()
 	req := r.p.request(topic, payload, recv, recv)
 	if err := r.w.Write(ctx, req); err != nil {
-		var busy *sink.BusyError
-		reason := "error"
-		switch {
-		case ctx.Err() != nil || errors.Is(err, sink.ErrClosed):
-			reason = "shutdown"
-		case errors.As(err, &busy):
-			reason = "busy"
-		}
+		reason, _ := refusal(ctx, err)
 		r.m.refused.WithLabelValues(reason).Inc()
 		if reason == "error" {
 			if ok, dropped := r.errLog.Allow(recv); ok {
