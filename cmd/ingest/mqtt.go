@@ -72,17 +72,8 @@ func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, logger *slog.Logger, 
 	if err != nil {
 		return nil, err
 	}
-	tmpl := rc.Template()
 	rc.SetHorizon(horizon(cfg.Retention))
-	b, err := broker.Start(mc.Embedded, broker.Options{
-		Dir:     filepath.Join(cfg.DataDir, "broker"),
-		TopicOf: func(u broker.User) string { return tmpl.Render(u.Tenant, u.DeviceID) },
-		Anonymous: func(topic string) bool {
-			_, _, err := tmpl.Match(topic)
-			return err == nil
-		},
-		Receive: rc.Receive,
-	}, logger.With("component", "mqtt-broker"))
+	b, err := broker.Start(mc.Embedded, rc.BrokerOptions(filepath.Join(cfg.DataDir, "broker")), logger.With("component", "mqtt-broker"))
 	if err != nil {
 		return nil, err
 	}

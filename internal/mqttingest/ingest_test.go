@@ -103,23 +103,11 @@ func (e embeddedSide) stop(t testing.TB) {
 // stores through a Receiver of cfg writing to w.
 func startEmbedded(t *testing.T, prefix string, cfg Config, bcfg broker.Config, w Writer) (*broker.Broker, *Receiver) {
 	t.Helper()
-	tmpl, err := ParseTemplate(prefix + "/{device_id}/readings")
-	if err != nil {
-		t.Fatal(err)
-	}
 	rc, err := NewReceiver(cfg, w, decode.DefaultLimits(), time.Now, testLogger(t), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.Start(bcfg, broker.Options{
-		Dir:     t.TempDir(),
-		TopicOf: func(u broker.User) string { return tmpl.Render(u.Tenant, u.DeviceID) },
-		Anonymous: func(topic string) bool {
-			_, _, err := tmpl.Match(topic)
-			return err == nil
-		},
-		Receive: rc.Receive,
-	}, testLogger(t))
+	b, err := broker.Start(bcfg, rc.BrokerOptions(t.TempDir()), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

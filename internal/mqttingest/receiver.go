@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/broker"
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/lograte"
 	"github.com/sluicehq/sluice/internal/model"
@@ -71,8 +72,22 @@ func (c *core) SetHorizon(h func(kind model.Kind, tenant string, now time.Time) 
 	c.p.horizon = h
 }
 
-// Template returns the receiver's parsed mqtt.topic_template.
-func (r *Receiver) Template() *Template { return r.p.tmpl }
+// BrokerOptions returns the embedded broker's options that make it store
+// through r (dir is its state directory): an account publishes on the topic
+// the topic template renders for it, anonymous clients on any topic the
+// template matches, and every publish goes to Receive.
+func (r *Receiver) BrokerOptions(dir string) broker.Options {
+	tmpl := r.p.tmpl
+	return broker.Options{
+		Dir:     dir,
+		TopicOf: func(u broker.User) string { return tmpl.Render(u.Tenant, u.DeviceID) },
+		Anonymous: func(topic string) bool {
+			_, _, err := tmpl.Match(topic)
+			return err == nil
+		},
+		Receive: r.Receive,
+	}
+}
 
 // NewReceiver returns a receiver; cfg must be valid. now is the clock for
 // receive times and the future-timestamp limit.
