@@ -218,7 +218,16 @@ type storeHook struct {
 
 func (h *storeHook) ID() string { return "sluice-store" }
 
-func (h *storeHook) Provides(b byte) bool { return b == mqtt.OnPublish }
+func (h *storeHook) Provides(b byte) bool { return b == mqtt.OnPublish || b == mqtt.OnWill }
+
+// OnWill keeps a device's last-will message from being retained: mochi
+// publishes wills without OnPublish (so they are not stored) and without
+// the ACL check, and a retained one would stay in memory on any topic.
+// Nobody may subscribe, so a will reaches no one.
+func (h *storeHook) OnWill(_ *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
+	will.Retain = false
+	return will, nil
+}
 
 func (h *storeHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	err := h.receive(h.ctx, pk.TopicName, pk.Payload)

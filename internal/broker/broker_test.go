@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"go.etcd.io/bbolt"
@@ -329,5 +330,18 @@ func TestDrainLegacySessions(t *testing.T) {
 	})
 	if len(again) != 0 {
 		t.Errorf("a second start drained %q again", again)
+	}
+}
+
+// A device's will is never retained: mochi publishes it past the ACL and
+// the store hook, so a retained copy would sit in memory on any topic.
+func TestWillNotRetained(t *testing.T) {
+	h := &storeHook{}
+	if !h.Provides(mqtt.OnWill) {
+		t.Fatal("the store hook does not see wills")
+	}
+	w, err := h.OnWill(nil, mqtt.Will{TopicName: "anything/at/all", Payload: []byte("offline"), Retain: true})
+	if err != nil || w.Retain {
+		t.Errorf("OnWill = retain %v, %v; want the will unretained", w.Retain, err)
 	}
 }
