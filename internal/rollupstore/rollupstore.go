@@ -124,19 +124,50 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 		return nil, fmt.Errorf("read rollup rows: %w", err)
 	}
 	var out []rollup.Row
-	for day := first; day <= last; {
-		p := prefix(nil, day, f.Tenant, f.Metric, f.Device)
-		ok := it.SeekGE(p)
+	var ok bool
+	// scan reads the rows under p from the iterator's position on.
+	scan := func(p []byte) error {
 		for ; ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
 			r, err := decode(it.Value())
 			if err != nil {
-				_ = it.Close()
-				return nil, err
+				return err
 			}
 			if r.Count == 0 || r.Minute < from || r.Minute >= to || f.Device != "" && r.Device != f.Device {
 				continue
 			}
 			out = append(out, r)
+		}
+		return nil
+	}
+	for day := first; day <= last; {
+		if f.Device != "" && f.Metric == "" && f.Tenant != "" {
+			// One device, every metric: the device sits under each metric
+			// of the tenant-day, so jump from metric to metric instead of
+			// reading every device's rows.
+			tp := prefix(nil, day, f.Tenant, "", "")
+			for ok = it.SeekGE(tp); ok && bytes.HasPrefix(it.Key(), tp); {
+				rest := it.Key()[len(tp):]
+				i := bytes.IndexByte(rest, 0)
+				if i < 0 {
+					_ = it.Close()
+					return nil, fmt.Errorf("read rollup rows: key %x has no metric", it.Key())
+				}
+				metric := string(rest[:i])
+				mp := prefix(nil, day, f.Tenant, metric, f.Device)
+				ok = it.SeekGE(mp)
+				if err := scan(mp); err != nil {
+					_ = it.Close()
+					return nil, err
+				}
+				ok = it.SeekGE(append(append(bytes.Clone(tp), metric...), 1)) // the next metric
+			}
+		} else {
+			p := prefix(nil, day, f.Tenant, f.Metric, f.Device)
+			ok = it.SeekGE(p)
+			if err := scan(p); err != nil {
+				_ = it.Close()
+				return nil, err
+			}
 		}
 		if !ok {
 			break

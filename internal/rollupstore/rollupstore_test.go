@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/model"
@@ -209,5 +210,45 @@ func TestDevices(t *testing.T) {
 	}
 	if got, _ := s.Devices(ctx, "nobody", day); len(got) != 0 {
 		t.Errorf("Devices of an unknown tenant = %v, want none", got)
+	}
+}
+
+// Rows of one device without a metric find the device under every metric
+// (jumping from metric to metric), and only that device.
+func TestRowsOfOneDevice(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	day := model.Day(20_000)
+	m := day.Start()
+	var all []rollup.Row
+	for _, metric := range []string{"a", "rpm", "temp"} {
+		for _, dev := range []string{"d0", "d1", "d10", "d2"} {
+			all = append(all, row("acme", dev, metric, m, 1, 1), row("acme", dev, metric, m+rollup.MinuteMillis, 2, 1))
+		}
+	}
+	all = append(all, row("acme", "d1", "rpm", (day+1).Start(), 3, 1)) // the next day
+	if err := s.Insert(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Rows(ctx, rollup.Filter{Tenant: "acme", Device: "d1", From: m, To: (day + 2).Start()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []rollup.Row
+	for _, r := range all {
+		if r.Device == "d1" {
+			want = append(want, r)
+		}
+	}
+	key := func(r rollup.Row) string { return fmt.Sprint(r.Minute, r.Metric) }
+	slices.SortFunc(got, func(a, b rollup.Row) int { return strings.Compare(key(a), key(b)) })
+	slices.SortFunc(want, func(a, b rollup.Row) int { return strings.Compare(key(a), key(b)) })
+	if len(got) != len(want) {
+		t.Fatalf("Rows(d1) = %d rows, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i].Key != want[i].Key || got[i].Count != want[i].Count {
+			t.Errorf("row %d = %+v, want %+v", i, got[i].Key, want[i].Key)
+		}
 	}
 }
