@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -63,7 +62,8 @@ type Outbox struct {
 	depth Depth
 	next  uint64
 
-	dirtyMu sync.Mutex // orders MarkDirty and ClearDirty
+	dirtyMu  sync.Mutex // orders MarkDirty and ClearDirty, guards dirtySeq
+	dirtySeq uint64     // the number of the last dirty mark written
 }
 
 // Open opens (creating if needed) the outbox in dir, bounded to maxBytes of
@@ -94,6 +94,14 @@ func Open(dir string, maxBytes int64, logger *slog.Logger) (*Outbox, error) {
 	if err := it.Close(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open outbox %q: %w", dir, err)
+	}
+	marks, err := o.marks()
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open outbox %q: %w", dir, err)
+	}
+	for _, m := range marks {
+		o.dirtySeq = max(o.dirtySeq, m.seq)
 	}
 	return o, nil
 }
@@ -212,37 +220,57 @@ func dirtyKey(tenant string, d model.Day) []byte {
 }
 
 // MarkDirty records durably that rows of these tenant-days could not be
-// kept, at the current time (a mark written again takes the newer time). It
-// works when the outbox is full: the markers are a few bytes each.
+// kept. Each mark gets the next number (see DirtySeq); a mark written again
+// takes a new one. It works when the outbox is full: the markers are a few
+// bytes each.
 func (o *Outbox) MarkDirty(marks []DirtyDay) error {
 	o.dirtyMu.Lock()
 	defer o.dirtyMu.Unlock()
 	b := o.db.NewBatch()
 	defer b.Close()
-	at := binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))
+	seq := o.dirtySeq + 1
 	for _, m := range marks {
-		if err := b.Set(dirtyKey(m.Tenant, m.Day), at, nil); err != nil {
+		if err := b.Set(dirtyKey(m.Tenant, m.Day), binary.BigEndian.AppendUint64(nil, seq), nil); err != nil {
 			return fmt.Errorf("mark days dirty: %w", err)
 		}
 	}
 	if err := o.db.Apply(b, pebble.Sync); err != nil {
 		return fmt.Errorf("mark days dirty: %w", err)
 	}
+	o.dirtySeq = seq
 	return nil
 }
 
-// Dirty lists the tenant-days marked dirty, by day (oldest first), then
-// tenant.
-func (o *Outbox) Dirty() ([]DirtyDay, error) {
+// DirtySeq returns the number of the last dirty mark written: a rebuild
+// that starts now repairs the losses of marks up to it, not those of marks
+// written later (see ClearDirty).
+func (o *Outbox) DirtySeq() uint64 {
+	o.dirtyMu.Lock()
+	defer o.dirtyMu.Unlock()
+	return o.dirtySeq
+}
+
+type mark struct {
+	DirtyDay
+	seq uint64 // 0 for a mark written before marks were numbered
+}
+
+func (o *Outbox) marks() ([]mark, error) {
 	it, err := o.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tabDirty}, UpperBound: []byte{tabDirty + 1}})
 	if err != nil {
 		return nil, fmt.Errorf("list dirty days: %w", err)
 	}
-	var out []DirtyDay
+	var out []mark
 	for ok := it.First(); ok; ok = it.Next() {
-		if k := it.Key(); len(k) >= 5 {
-			out = append(out, DirtyDay{Tenant: string(k[5:]), Day: model.Day(binary.BigEndian.Uint32(k[1:5]) ^ (1 << 31))})
+		k, v := it.Key(), it.Value()
+		if len(k) < 5 {
+			continue
 		}
+		m := mark{DirtyDay: DirtyDay{Tenant: string(k[5:]), Day: model.Day(binary.BigEndian.Uint32(k[1:5]) ^ (1 << 31))}}
+		if len(v) == 8 {
+			m.seq = binary.BigEndian.Uint64(v)
+		}
+		out = append(out, m)
 	}
 	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("list dirty days: %w", err)
@@ -250,11 +278,22 @@ func (o *Outbox) Dirty() ([]DirtyDay, error) {
 	return out, nil
 }
 
+// Dirty lists the tenant-days marked dirty, by day (oldest first), then
+// tenant.
+func (o *Outbox) Dirty() ([]DirtyDay, error) {
+	marks, err := o.marks()
+	var out []DirtyDay
+	for _, m := range marks {
+		out = append(out, m.DirtyDay)
+	}
+	return out, err
+}
+
 // ClearDirty forgets the dirty marks of tenant's days (and the marks of
-// those days that name no tenant) written before the given time: what a
-// rebuild of those days that started then repaired. A mark written since,
-// for a loss the rebuild may have missed, stays.
-func (o *Outbox) ClearDirty(tenant string, days []model.Day, before time.Time) error {
+// those days that name no tenant) numbered up to upTo: what a rebuild of
+// those days that started when DirtySeq was upTo repaired. A mark written
+// since, for a loss the rebuild may have missed, stays.
+func (o *Outbox) ClearDirty(tenant string, days []model.Day, upTo uint64) error {
 	o.dirtyMu.Lock()
 	defer o.dirtyMu.Unlock()
 	b := o.db.NewBatch()
@@ -268,13 +307,12 @@ func (o *Outbox) ClearDirty(tenant string, days []model.Day, before time.Time) e
 			if err != nil {
 				return fmt.Errorf("clear dirty days: %w", err)
 			}
-			// A mark without a time is from before marks had one.
-			at := int64(0)
+			seq := uint64(0)
 			if len(v) == 8 {
-				at = int64(binary.BigEndian.Uint64(v))
+				seq = binary.BigEndian.Uint64(v)
 			}
 			_ = closer.Close()
-			if at >= before.UnixNano() {
+			if seq > upTo {
 				continue
 			}
 			if err := b.Delete(k, nil); err != nil {

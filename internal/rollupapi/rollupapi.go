@@ -83,15 +83,18 @@ type Handler struct {
 	now       func() time.Time
 	logger    *slog.Logger
 	maxDays   int
-	onRebuilt func(tenant string, days []model.Day, started time.Time) error
+	marks     DirtyMarks // nil: rebuilds clear no marks
 }
 
-// OnRebuilt sets what a rebuild of every device of a tenant calls with the
-// whole UTC days it covered and the time it started (to clear the dirty
-// marks of those days written before it).
-func (h *Handler) OnRebuilt(f func(tenant string, days []model.Day, started time.Time) error) {
-	h.onRebuilt = f
+// DirtyMarks are the dirty marks a rebuild clears (an *outbox.Outbox).
+type DirtyMarks interface {
+	DirtySeq() uint64
+	ClearDirty(tenant string, days []model.Day, upTo uint64) error
 }
+
+// ClearOnRebuild makes a rebuild of every device of a tenant clear the
+// marks of the whole UTC days it covered that were written before it began.
+func (h *Handler) ClearOnRebuild(m DirtyMarks) { h.marks = m }
 
 // wholeDays returns the UTC days that lie wholly inside [from, to).
 func wholeDays(from, to int64) []model.Day {
@@ -263,7 +266,10 @@ func (h *Handler) Rebuild(w http.ResponseWriter, r *http.Request) {
 	send(ProgressLine{Done: 0, Total: 0})
 	tenant := httpx.Tenant(r.Context())
 	device := r.URL.Query().Get("device")
-	started := h.now()
+	var before uint64
+	if h.marks != nil {
+		before = h.marks.DirtySeq()
+	}
 	res, err := rollupfeed.Rebuild(r.Context(), h.raw, h.dst, tenant, device, from, to,
 		rollupfeed.Version(h.now()), func(p rollupfeed.Progress) {
 			send(ProgressLine{Done: p.Done, Total: p.Total, Device: p.Device, Day: p.Day.String()})
@@ -275,8 +281,8 @@ func (h *Handler) Rebuild(w http.ResponseWriter, r *http.Request) {
 	}
 	h.logger.Info("rollups rebuilt", "tenant", tenant, "from", ts(from), "to", ts(to), "device_days", res.DeviceDays, "rows", res.Written)
 	// Every device's whole days are repaired: their dirty marks can go.
-	if days := wholeDays(from, to); h.onRebuilt != nil && device == "" && len(days) > 0 {
-		if err := h.onRebuilt(tenant, days, started); err != nil {
+	if days := wholeDays(from, to); h.marks != nil && device == "" && len(days) > 0 {
+		if err := h.marks.ClearDirty(tenant, days, before); err != nil {
 			h.logger.Error("clear the dirty marks of rebuilt days", "tenant", tenant, "err", err)
 		}
 	}

@@ -46,8 +46,6 @@ func TestRebuildClearsDirtyDays(t *testing.T) {
 	}
 	defer ob.Close()
 
-	// The real clock: dirty marks carry the time they were written, and a
-	// rebuild clears those written before it started.
 	now := time.Now().UTC()
 	d1 := model.DayOf(now.Add(-72 * time.Hour).UnixMilli())
 	d2, d3 := d1+1, d1+2
@@ -67,7 +65,7 @@ func TestRebuildClearsDirtyDays(t *testing.T) {
 	}
 
 	h := New(raw, dst, OutboxStatus("embedded", ob, quiet), time.Now, quiet)
-	h.OnRebuilt(ob.ClearDirty)
+	h.ClearOnRebuild(ob)
 	call := func(method, path string, q url.Values) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path+"?"+q.Encode(), nil)
 		req = req.WithContext(httpx.WithTenant(req.Context(), "acme"))
