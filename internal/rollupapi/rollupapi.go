@@ -77,13 +77,13 @@ func OutboxStatus(backend string, ob *outbox.Outbox, logger *slog.Logger) Status
 
 // Handler serves the endpoints.
 type Handler struct {
-	raw       rollupfeed.Raw
-	dst       Backend
-	status    Status
-	now       func() time.Time
-	logger    *slog.Logger
-	maxDays   int
-	marks     DirtyMarks // nil: rebuilds clear no marks
+	raw     rollupfeed.Raw
+	dst     Backend
+	status  Status
+	now     func() time.Time
+	logger  *slog.Logger
+	maxDays int
+	marks   DirtyMarks // nil: rebuilds clear no marks
 }
 
 // DirtyMarks are the dirty marks a rebuild clears (an *outbox.Outbox).

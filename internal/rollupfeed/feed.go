@@ -249,7 +249,7 @@ func (f *Feed) aggregate(agg *rollup.Aggregator) {
 			add(b)
 		case <-tick.C:
 			emit(agg.Advance(f.now()))
-			f.persistLost()
+			f.persistLost(false)
 		case <-f.stopAgg:
 			for {
 				select {
@@ -261,7 +261,7 @@ func (f *Feed) aggregate(agg *rollup.Aggregator) {
 				break
 			}
 			emit(agg.Flush(f.now()))
-			f.persistLost()
+			f.persistLost(true)
 			return
 		}
 	}
@@ -316,16 +316,17 @@ func (f *Feed) insertLocal(rows []rollup.Row) bool {
 		return true
 	}
 	f.m.shipErrors.Inc()
-	if !f.localFailing || time.Since(f.localLogged) > 30*time.Second {
+	if !f.localFailing || f.now().Sub(f.localLogged) > 30*time.Second {
 		f.logger.Error("insert rollup rows into the rollup store; they wait in the outbox to be retried", "rows", len(rows), "err", err)
-		f.localLogged = time.Now()
+		f.localLogged = f.now()
 	}
 	f.localFailing = true
 	return false
 }
 
-// persistLost writes the dirty days to the outbox.
-func (f *Feed) persistLost() {
+// persistLost writes the dirty days to the outbox. final says no tick
+// follows to retry a failure: the days are then logged instead.
+func (f *Feed) persistLost(final bool) {
 	f.mu.Lock()
 	if len(f.lost) == 0 {
 		f.mu.Unlock()
@@ -339,6 +340,10 @@ func (f *Feed) persistLost() {
 	f.mu.Unlock()
 	slices.SortFunc(days, compareDirty)
 	if err := f.ob.MarkDirty(days); err != nil {
+		if final {
+			f.logger.Error("rollups of these days are incomplete, and could not be recorded as dirty: rebuild them", "days", DirtyList(days), "err", err)
+			return
+		}
 		// Keep them for the next tick: a day lost here would never be
 		// reported for rebuild.
 		f.mu.Lock()
