@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -29,15 +30,18 @@ type Store struct {
 
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, logger *slog.Logger) (*Store, error) {
-	// A larger memtable than Pebble's 4 MiB: rows reach the store as a
-	// steady stream of small synced batches, and each flush of a small
-	// memtable is an L0 table to compact again.
-	// Written all the time, read now and then: a large memtable, and many
-	// level-0 files before compacting them, so that each day's rows are
-	// rewritten about a quarter as often as with the default of 4 files.
+	// Written all the time in small synced batches, read now and then: a
+	// large memtable (Pebble's default is 4 MiB), and many level-0 files
+	// before compacting them, so that each day's rows are rewritten about a
+	// quarter as often as with the default of 4 files.
 	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{logger}, FormatMajorVersion: pebble.FormatNewest, Merger: latestMerger,
 		MemTableSize: 64 << 20, L0CompactionThreshold: 16, L0StopWritesThreshold: 48})
 	if err != nil {
+		if strings.Contains(err.Error(), "merger name") {
+			// Written before rows became merge operands (a development
+			// version): its rows can only be recomputed.
+			return nil, fmt.Errorf("open rollup store %q: %w; it was written by an earlier version of sluice: move the directory aside, start again, and rebuild the rollups of the days you need (query rollups rebuild)", dir, err)
+		}
 		return nil, fmt.Errorf("open rollup store %q: %w", dir, err)
 	}
 	return &Store{db: db}, nil

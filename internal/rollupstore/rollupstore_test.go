@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/store"
@@ -250,5 +252,22 @@ func TestRowsOfOneDevice(t *testing.T) {
 		if got[i].Key != want[i].Key || got[i].Count != want[i].Count {
 			t.Errorf("row %d = %+v, want %+v", i, got[i].Key, want[i].Key)
 		}
+	}
+}
+
+// A store written with Pebble's default merge operator (the first
+// versions) does not open: the error says what to do.
+func TestOpenOldStore(t *testing.T) {
+	dir := t.TempDir()
+	db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(dir, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "move the directory aside") {
+		t.Fatalf("Open of an old store = %v, want the advice to move it aside", err)
 	}
 }
