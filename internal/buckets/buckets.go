@@ -225,12 +225,6 @@ func New(cfg Config) *Planner {
 	return &Planner{cfg: cfg, days: make(map[model.SeriesDay]*Series), ahead: make(map[*Partition]struct{})}
 }
 
-// Known reports whether the series-day's catalogue is loaded.
-func (p *Planner) Known(sd model.SeriesDay) bool {
-	_, ok := p.days[sd]
-	return ok
-}
-
 // Lookup returns the state of a loaded series-day, or nil.
 func (p *Planner) Lookup(sd model.SeriesDay) *Series { return p.days[sd] }
 
@@ -241,8 +235,7 @@ func (p *Planner) Len() int { return len(p.days) }
 // returns its state. It must be called before the first Place for that
 // series-day. It never evicts: a caller loads every series-day of a round,
 // then places, and a series-day it loaded or found with Lookup stays loaded
-// until TakeEntries. (Assign, TakeDirty and Known are the same calls by
-// series-day key, for callers that need no handles.)
+// until TakeEntries.
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
 	s := &Series{sd: sd, parts: make([]*Partition, 0, len(parts))}
 	for _, pi := range parts {
@@ -333,20 +326,6 @@ func (p *Planner) queueIdle(s *Series) {
 	}
 }
 
-// Assign is Place for a series-day given by its key, returning the key of
-// the partition.
-func (p *Planner) Assign(sd model.SeriesDay, ts int64, rows, bytes int64) (model.PartitionKey, error) {
-	s, ok := p.days[sd]
-	if !ok {
-		return model.PartitionKey{}, fmt.Errorf("series-day %v not loaded", sd)
-	}
-	pt, err := p.Place(s, ts, rows, bytes)
-	if err != nil {
-		return model.PartitionKey{}, err
-	}
-	return pt.info.Key, nil
-}
-
 // Place picks the partition of loaded series-day s for
 // rows rows (the cells of one reading, or one audit event) of size bytes
 // with timestamp ts, so that a reading is never split across partitions. It
@@ -383,16 +362,6 @@ func (p *Planner) touch(pt *Partition) {
 		pt.dirty = true
 		p.dirty = append(p.dirty, pt)
 	}
-}
-
-// TakeDirty is TakeEntries without the partitions.
-func (p *Planner) TakeDirty() []model.PartitionInfo {
-	es := p.TakeEntries(nil)
-	out := make([]model.PartitionInfo, len(es))
-	for i, e := range es {
-		out[i] = e.Info
-	}
-	return out
 }
 
 // TakeEntries appends to dst the catalogue entries that the rows placed
@@ -558,15 +527,4 @@ func (p *Planner) open(s *Series) error {
 	s.parts = append(s.parts, pt)
 	s.active = pt
 	return nil
-}
-
-// Forget drops a series-day from memory, e.g. after retention dropped it.
-// Entries already queued for it are still handed out by TakeEntries.
-func (p *Planner) Forget(sd model.SeriesDay) {
-	if s, ok := p.days[sd]; ok {
-		for _, pt := range s.parts {
-			delete(p.ahead, pt)
-		}
-		delete(p.days, sd)
-	}
 }
