@@ -63,7 +63,6 @@ package buckets
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/sluicehq/sluice/internal/model"
 )
@@ -465,9 +464,8 @@ func (p *Planner) SettleSeries(sds []model.SeriesDay) []Entry {
 // forgotten state could replace a newer one.
 func (p *Planner) Unsave(parts []*Partition) {
 	for _, pt := range parts {
-		s := p.days[pt.info.Key.SeriesDay()]
-		if s == nil || !slices.Contains(s.parts, pt) {
-			continue
+		if p.days[pt.s.sd] != pt.s {
+			continue // forgotten, or reloaded since
 		}
 		pt.has = false
 		p.ahead[pt] = struct{}{}
