@@ -181,10 +181,13 @@ func (h *Handler) Partitions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sd := model.SeriesDay{Kind: k, Tenant: httpx.Tenant(r.Context()), Series: series, Day: day}
+	var out wire.PartitionsPage
 	if h.settle != nil {
+		// Not settled (the gateway is stopping, the store failed): the
+		// stored entries still bound their partitions; say so.
 		if err := h.settle(r.Context(), sd); err != nil {
-			h.fail(w, fmt.Errorf("settle the partition catalogue: %w", err))
-			return
+			h.logger.Warn("partitions listed unsettled: their counts may run ahead", "series_day", sd, "err", err)
+			out.Unsettled = true
 		}
 	}
 	parts, err := reader.Partitions(r.Context(), h.st, sd)
@@ -192,7 +195,7 @@ func (h *Handler) Partitions(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	out := wire.PartitionsPage{Partitions: make([]wire.Partition, len(parts))}
+	out.Partitions = make([]wire.Partition, len(parts))
 	for i, p := range parts {
 		out.Partitions[i] = wire.PartitionOf(p)
 	}

@@ -1,7 +1,10 @@
 package readapi_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/internal/store/pebblestore"
@@ -61,6 +65,43 @@ func TestParameterErrors(t *testing.T) {
 			}
 			if resp.StatusCode != tt.status || !strings.Contains(string(body), tt.want) {
 				t.Errorf("got %d %s, want %d containing %q", resp.StatusCode, body, tt.status, tt.want)
+			}
+		})
+	}
+}
+
+// A partitions listing that cannot settle the catalogue first (the gateway
+// is stopping) still answers, and says its entries may run ahead.
+func TestPartitionsUnsettled(t *testing.T) {
+	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		settle error
+		want   string
+	}{
+		{"settled", nil, `{"partitions":[]}`},
+		{"not settled", errors.New("sink closed"), `{"partitions":[],"unsettled":true}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := readapi.New(st, func() time.Time { return now }, slog.New(slog.DiscardHandler),
+				readapi.WithSettle(func(context.Context, ...model.SeriesDay) error { return tc.settle }))
+			srv := httptest.NewServer(server.Handler([]server.Token{{Token: "read-token", Tenant: "acme"}}, server.Routes{GetPartitions: h.Partitions}))
+			defer srv.Close()
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/partitions?device=d&day=2026-11-22", nil)
+			req.Header.Set("Authorization", "Bearer read-token")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != tc.want {
+				t.Errorf("got %d %s, want 200 %s", resp.StatusCode, body, tc.want)
 			}
 		})
 	}

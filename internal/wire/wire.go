@@ -165,6 +165,9 @@ func (j Partition) Model() (model.PartitionInfo, error) {
 // PartitionsPage is the answer of GET /v1/partitions.
 type PartitionsPage struct {
 	Partitions []Partition `json:"partitions"`
+	// Unsettled says the entries could not be made exact first: their
+	// counts, sizes and time ranges may run ahead of the partitions.
+	Unsettled bool `json:"unsettled,omitempty"`
 }
 
 // DeadLetter is the JSON form of a dead letter. The payload is a string
