@@ -19,8 +19,8 @@ import (
 // partitions of its own (see buckets.Config.PerWriterSingle). It warns when the
 // writer slot was left at its default.
 func mqttBuckets(cfg *config.Config, logger *slog.Logger) {
-	if !cfg.MQTT.Active() || cfg.MQTT.SharedGroup == "" {
-		return
+	if !cfg.MQTT.Enabled || cfg.MQTT.Embedded.Enabled || cfg.MQTT.SharedGroup == "" {
+		return // no shared subscription: the embedded broker does not subscribe
 	}
 	cfg.Buckets.PerWriterSingle = true
 	if cfg.Buckets.Writer == 0 {

@@ -99,3 +99,14 @@ func TestMQTTBadSettings(t *testing.T) {
 		})
 	}
 }
+
+// The subscriber's settings are not checked when the embedded broker
+// receives the messages: it has no subscription.
+func TestMQTTEmbeddedIgnoresSubscriberSettings(t *testing.T) {
+	t.Chdir(t.TempDir())
+	_, _, err := Load("", []string{"SLUICE_MQTT_EMBEDDED_ENABLED=true", "SLUICE_MQTT_EMBEDDED_ALLOW_ANONYMOUS=true",
+		"SLUICE_MQTT_MAX_INFLIGHT=0", "SLUICE_MQTT_TOPICS=$share/g/devices/+", "SLUICE_MQTT_KEEP_ALIVE=0s"})
+	if err != nil {
+		t.Errorf("Load with the embedded broker rejected subscriber settings: %v", err)
+	}
+}

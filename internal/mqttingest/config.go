@@ -118,6 +118,7 @@ func (c Config) Validate() error {
 	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	// The subscriber's settings; the embedded broker has none of them.
 	if !c.Embedded.Enabled {
 		if len(c.Brokers) == 0 {
 			bad("mqtt.brokers: at least one broker URL is required (e.g. tcp://127.0.0.1:1883)")
@@ -128,27 +129,44 @@ func (c Config) Validate() error {
 				bad("mqtt.brokers[%d]: %q is not a broker URL (scheme://host:port, scheme one of tcp, ssl, tls, mqtt, mqtts, ws, wss)", i, b)
 			}
 		}
-	}
-	if strings.ContainsAny(c.ClientID, "+#/") {
-		bad("mqtt.client_id: %q must not contain + # /", c.ClientID)
-	}
-	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		bad("mqtt.tls.cert_file and mqtt.tls.key_file: set both or neither")
+		if strings.ContainsAny(c.ClientID, "+#/") {
+			bad("mqtt.client_id: %q must not contain + # /", c.ClientID)
+		}
+		if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+			bad("mqtt.tls.cert_file and mqtt.tls.key_file: set both or neither")
+		}
+		if len(c.Topics) == 0 {
+			bad("mqtt.topics: at least one filter is required (e.g. %s)", DefaultConfig().Topics[0].Filter)
+		}
+		for i, t := range c.Topics {
+			if err := checkFilter(t.Filter); err != nil {
+				bad("mqtt.topics[%d].filter: %q %v", i, t.Filter, err)
+			}
+			if t.QoS < 0 || t.QoS > 2 {
+				bad("mqtt.topics[%d].qos: must be 0, 1 or 2, got %d", i, t.QoS)
+			}
+		}
+		if c.SharedGroup != "" && strings.ContainsAny(c.SharedGroup, "+#/") {
+			bad("mqtt.shared_group: %q must not contain + # /", c.SharedGroup)
+		}
+		if c.MaxInflight < 1 || c.MaxInflight > 65535 {
+			bad("mqtt.max_inflight: must be 1..65535, got %d", c.MaxInflight)
+		}
+		for _, d := range []struct {
+			key string
+			v   time.Duration
+		}{{"mqtt.keep_alive", c.KeepAlive}, {"mqtt.connect_timeout", c.ConnectTimeout}, {"mqtt.connect_retry_interval", c.ConnectRetryInterval}} {
+			if d.v < time.Second {
+				bad("%s: must be at least 1s, got %s", d.key, d.v)
+			}
+		}
+		if c.MaxReconnectInterval < time.Second {
+			bad("mqtt.max_reconnect_interval: must be at least 1s, got %s", c.MaxReconnectInterval)
+		}
 	}
 	tmpl, err := ParseTemplate(c.TopicTemplate)
 	if err != nil {
 		bad("mqtt.topic_template: %v", err)
-	}
-	if len(c.Topics) == 0 {
-		bad("mqtt.topics: at least one filter is required (e.g. %s)", DefaultConfig().Topics[0].Filter)
-	}
-	for i, t := range c.Topics {
-		if err := checkFilter(t.Filter); err != nil {
-			bad("mqtt.topics[%d].filter: %q %v", i, t.Filter, err)
-		}
-		if t.QoS < 0 || t.QoS > 2 {
-			bad("mqtt.topics[%d].qos: must be 0, 1 or 2, got %d", i, t.QoS)
-		}
 	}
 	if !model.ValidTenant(c.Tenant) {
 		bad("mqtt.tenant: %q must be "+model.TenantRule, c.Tenant)
@@ -158,28 +176,11 @@ func (c Config) Validate() error {
 			bad("mqtt.tenants[%d]: %q must be "+model.TenantRule, i, t)
 		}
 	}
-	if c.SharedGroup != "" && strings.ContainsAny(c.SharedGroup, "+#/") {
-		bad("mqtt.shared_group: %q must not contain + # /", c.SharedGroup)
-	}
-	if c.MaxInflight < 1 || c.MaxInflight > 65535 {
-		bad("mqtt.max_inflight: must be 1..65535, got %d", c.MaxInflight)
-	}
 	if c.MaxPayloadBytes < 1024 || c.MaxPayloadBytes > 256<<20 {
 		bad("mqtt.max_payload_bytes: must be 1024..268435456, got %d", c.MaxPayloadBytes)
 	}
 	if c.DeadLetterPayloadBytes < 0 || c.DeadLetterPayloadBytes > c.MaxPayloadBytes {
 		bad("mqtt.dead_letter_payload_bytes: must be 0..mqtt.max_payload_bytes (%d), got %d", c.MaxPayloadBytes, c.DeadLetterPayloadBytes)
-	}
-	for _, d := range []struct {
-		key string
-		v   time.Duration
-	}{{"mqtt.keep_alive", c.KeepAlive}, {"mqtt.connect_timeout", c.ConnectTimeout}, {"mqtt.connect_retry_interval", c.ConnectRetryInterval}} {
-		if d.v < time.Second {
-			bad("%s: must be at least 1s, got %s", d.key, d.v)
-		}
-	}
-	if c.MaxReconnectInterval < time.Second {
-		bad("mqtt.max_reconnect_interval: must be at least 1s, got %s", c.MaxReconnectInterval)
 	}
 	if err := c.Embedded.Validate(); err != nil {
 		errs = append(errs, err)
