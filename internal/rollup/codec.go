@@ -14,7 +14,8 @@ const codecVersion = 1
 var ErrCorrupt = errors.New("corrupt rollup rows")
 
 // EncodeRows appends the binary form of rows to b: the durable outbox's
-// record format, and (a list of one) the embedded rollup store's value.
+// record format (EncodeRow writes a list of one, the embedded rollup
+// store's value).
 func EncodeRows(b []byte, rows []Row) []byte {
 	b = append(b, codecVersion)
 	b = binary.AppendUvarint(b, uint64(len(rows)))

@@ -9,7 +9,7 @@ import (
 func TestLatestMerger(t *testing.T) {
 	enc := func(count, version uint64) []byte {
 		r := row("acme", "pump-1", "temp", 60_000, count, version)
-		return rollup.EncodeRows(nil, []rollup.Row{r})
+		return rollup.EncodeRow(nil, &r)
 	}
 	corrupt := []byte{1, 1, 200}
 	tests := []struct {
@@ -90,7 +90,7 @@ func BenchmarkMerge(b *testing.B) {
 	var ops [][]byte
 	for v := range uint64(4) {
 		r := row("acme", "device-000123", "temperature", 1_740_000_000_000, 6+v, 1_740_000_000_000_000_000+v)
-		ops = append(ops, rollup.EncodeRows(nil, []rollup.Row{r}))
+		ops = append(ops, rollup.EncodeRow(nil, &r))
 	}
 	for b.Loop() {
 		vm, err := latestMerger.Merge(nil, ops[0])
