@@ -1,6 +1,7 @@
 package rollup
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -367,4 +368,37 @@ func FuzzDecodeRows(f *testing.F) {
 			t.Fatalf("re-encoding %d rows failed: %v", len(rows), err)
 		}
 	})
+}
+
+// Eviction frees what it drops: no dropped window stays in the expiry heap
+// or the close queue, where it would be held (points, series and all)
+// until it came due, so that max_windows would not bound memory.
+func TestEvictionFreesWindows(t *testing.T) {
+	const max = 20
+	a := New(Config{AllowedLateness: time.Minute, KeepClosed: 10 * time.Minute, MaxWindows: max}, t0)
+	now := t0.Add(time.Hour) // every minute below is long closed: a backfill
+	for round := range 10 {
+		for i := range 30 {
+			dev := fmt.Sprint("d", i)
+			a.Add(now, "t", dev, []model.ReadingRow{row("m", time.Duration(round)*time.Minute, 1)})
+		}
+		now = now.Add(time.Second)
+		a.Advance(now)
+		if a.Len() > max {
+			t.Fatalf("round %d: %d windows held, more than %d", round, a.Len(), max)
+		}
+		if len(a.expiry) > a.Len() {
+			t.Errorf("round %d: %d entries in the expiry heap for %d windows held", round, len(a.expiry), a.Len())
+		}
+		for m, q := range a.closing {
+			for _, w := range q {
+				if !w.held {
+					t.Errorf("round %d: a dropped window waits in the close queue of minute %d", round, m)
+				}
+			}
+		}
+	}
+	if a.Stats().Evicted == 0 {
+		t.Fatal("nothing was evicted: the test proves nothing")
+	}
 }
