@@ -17,8 +17,8 @@ import (
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
 )
 
-// Direct mode reads Cassandra without a gateway: the read API runs inside
-// this process, over a store opened from the gateway's configuration, and
+// Direct mode reads Cassandra without a gateway: the read API (readings,
+// audit, partitions and dead letters; not the rollups) runs inside this process, over a store opened from the gateway's configuration, and
 // the client talks to it through an in-memory transport. Every subcommand
 // therefore behaves exactly as it does against a gateway.
 
@@ -59,6 +59,7 @@ func directHTTP(ctx context.Context, cfgFile, tenant string, timeout time.Durati
 	h := server.Handler([]server.Token{{Token: token, Tenant: tenant}}, server.Routes{
 		PostReadings: refuse, PostAudit: refuse,
 		GetReadings: read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
+		Extra: map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.DeadLetters(st, time.Now, logger)},
 	})
 	return &http.Client{Transport: directTransport{h}, Timeout: timeout}, token, nil
 }

@@ -96,14 +96,26 @@ type connFlags struct {
 	tenant, config string
 }
 
-func addConnFlags(fs *flagSet) *connFlags {
+// connMode says whether a command can also run in direct mode.
+type connMode int
+
+const (
+	gatewayOnly connMode = iota // the rollup commands: direct mode has no rollup store
+	orDirect                    // readings, audit, partitions, deadletters
+)
+
+// addConnFlags adds --url, --token and --timeout, and with orDirect the
+// direct-mode flags --direct, --tenant and --config.
+func addConnFlags(fs *flagSet, mode connMode) *connFlags {
 	c := &connFlags{}
 	fs.StringVar(&c.url, "url", "", "gateway `URL` (env SLUICE_URL; default "+defaultURL+")")
 	fs.StringVar(&c.token, "token", "", "bearer `TOKEN`; it selects the tenant (env SLUICE_TOKEN)")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "timeout of each HTTP request, a `DURATION` such as 30s or 2m")
-	fs.BoolVar(&c.direct, "direct", false, "read Cassandra directly, without a gateway, as configured by the gateway's configuration (--config, SLUICE_STORE_*)")
-	fs.StringVar(&c.tenant, "tenant", "", "with --direct, the `TENANT` to read")
-	fs.StringVar(&c.config, "config", "", "with --direct, the gateway configuration `FILE` (default ./configs/ingest.yaml if present; env SLUICE_* apply)")
+	if mode == orDirect {
+		fs.BoolVar(&c.direct, "direct", false, "read Cassandra directly, without a gateway, as configured by the gateway's configuration (--config, SLUICE_STORE_*)")
+		fs.StringVar(&c.tenant, "tenant", "", "with --direct, the `TENANT` to read")
+		fs.StringVar(&c.config, "config", "", "with --direct, the gateway configuration `FILE` (default ./configs/ingest.yaml if present; env SLUICE_* apply)")
+	}
 	return c
 }
 
@@ -247,7 +259,7 @@ type listFlags struct {
 }
 
 func addListFlags(fs *flagSet) listFlags {
-	return listFlags{rangeFlags: addRangeFlags(fs), format: addFormatFlag(fs), conn: addConnFlags(fs)}
+	return listFlags{rangeFlags: addRangeFlags(fs), format: addFormatFlag(fs), conn: addConnFlags(fs, orDirect)}
 }
 
 // resolve validates them, in that order, and returns a client.

@@ -98,9 +98,10 @@ func dispatch(ctx context.Context, e *env, args []string) error {
 	switch name {
 	case "help", "-h", "-help", "--help":
 		if name == "help" && len(rest) > 0 {
-			cmd, ok := lookup(rest[0])
+			// query help rollups verify: the two-word name first.
+			cmd, ok := lookup(strings.Join(rest, " "))
 			if !ok {
-				return &usageError{err: fmt.Errorf("unknown command %q", rest[0])}
+				return &usageError{err: fmt.Errorf("unknown command %q", strings.Join(rest, " "))}
 			}
 			fs := newFlagSet(cmd, e)
 			writeCommandHelp(e.out, fs)
@@ -184,10 +185,17 @@ Commands:
 	fmt.Fprintf(w, "  %-16s %s\n", "help", "show this help, or a command's: query help <command>")
 	fmt.Fprint(w, `
 Flags every command takes:
+  --format FORMAT  table, csv or json (default table)
+
+Flags every command but sql takes (sql reads ClickHouse, not the gateway):
   --url URL        gateway address (env SLUICE_URL; default `+defaultURL+`)
   --token TOKEN    bearer token; it selects the tenant (env SLUICE_TOKEN)
   --timeout DUR    timeout of each HTTP request (default 30s)
-  --format FORMAT  table, csv or json (default table)
+
+Flags of readings, audit, partitions and deadletters (read Cassandra without a gateway):
+  --direct         read the store the gateway's configuration names, in this process
+  --tenant TENANT  with --direct, the tenant to read
+  --config FILE    with --direct, the gateway configuration (default ./configs/ingest.yaml)
 
 `+timeHelp+`
 Examples:

@@ -174,6 +174,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"readings", "-h"}, []string{"Usage: query readings", "--cursor CURSOR"}},
 		{[]string{"audit", "--help"}, []string{"Usage: query audit --stream S"}},
 		{[]string{"partitions", "-h"}, []string{"Usage: query partitions (--device D | --stream S) --day YYYY-MM-DD"}},
+		{[]string{"help", "rollups", "verify"}, []string{"Usage: query rollups verify --day YYYY-MM-DD [--format table|csv|json]"}},
+		{[]string{"rollups", "rebuild", "-h"}, []string{"Usage: query rollups rebuild --from T --to T [--device D] [--format table|csv|json]"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			stdout, stderr, err := query(t, tc.args...)

@@ -26,7 +26,7 @@ overwritten rows count again.
 			stream := fs.String("stream", "", "audit stream `NAME` (audit partitions)")
 			day := fs.String("day", "", "the UTC day to list, `YYYY-MM-DD` (required)")
 			formatFlag := addFormatFlag(fs)
-			conn := addConnFlags(fs)
+			conn := addConnFlags(fs, orDirect)
 			return func(ctx context.Context) error {
 				var q client.PartitionsQuery
 				switch {

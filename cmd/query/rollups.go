@@ -33,7 +33,7 @@ Also: 'query rollups rebuild' and 'query rollups verify'.
 			formatFlag := fs.String("format", "table", "output `FORMAT`: table, csv, json or chart")
 			width := fs.Int("width", 72, "chart width in `COLUMNS`")
 			height := fs.Int("height", 12, "chart height in `LINES`")
-			conn := addConnFlags(fs)
+			conn := addConnFlags(fs, gatewayOnly)
 			return func(ctx context.Context) error {
 				if *device == "" || *metric == "" {
 					return fs.usagef("--device and --metric are required")

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 
+	"github.com/sluicehq/sluice/internal/client"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/render"
 )
@@ -16,19 +18,29 @@ var errMismatch = errors.New("rollups do not match the raw store")
 func rollupsVerifyCommand() command {
 	return command{
 		name:     "rollups verify",
-		synopsis: "--day YYYY-MM-DD",
+		synopsis: "--day YYYY-MM-DD [--format table|csv|json]",
 		summary:  "compare raw reading counts with rollup counts per device and metric",
 		about: `Every (device, metric) whose count of raw readings on the UTC day differs
 from the count its rollups hold is printed; the exit status is then 1. Repair
-with 'query rollups rebuild' over that day.
+with 'query rollups rebuild' over that day. CSV lists the mismatches only (the
+totals go to stderr); JSON is the gateway's answer: day, devices, metrics,
+raw_rows, rollup_rows and mismatches (device, metric, raw, rollup).
 `,
-		examples: []string{"query rollups verify --day 2026-11-22"},
+		examples: []string{
+			"query rollups verify --day 2026-11-22",
+			"query rollups verify --day 2026-11-22 --format json",
+		},
 		flags: func(fs *flagSet, e *env) func(context.Context) error {
 			day := fs.String("day", "", "the UTC day, `YYYY-MM-DD` (required)")
-			conn := addConnFlags(fs)
+			formatFlag := addFormatFlag(fs)
+			conn := addConnFlags(fs, gatewayOnly)
 			return func(ctx context.Context) error {
 				if _, err := model.ParseDay(*day); err != nil {
 					return fs.usagef("--day %q: want YYYY-MM-DD", *day)
+				}
+				f, err := parseFormat(fs, *formatFlag)
+				if err != nil {
+					return err
 				}
 				c, err := conn.client(fs)
 				if err != nil {
@@ -38,26 +50,57 @@ with 'query rollups rebuild' over that day.
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(e.out, "%s: %d devices, %d device-metrics, %d raw readings, %d counted by rollups\n",
-					v.Day, v.Devices, v.Metrics, v.RawRows, v.RollupRows)
-				if len(v.Mismatches) == 0 {
-					fmt.Fprintln(e.out, "rollups match the raw store")
-					return nil
+				if v.Mismatches == nil {
+					v.Mismatches = []client.Mismatch{} // [] in JSON, not null
 				}
-				t := render.Table{Columns: []render.Column{{Name: "device"}, {Name: "metric"}, {Name: "raw", Right: true},
-					{Name: "rollup", Right: true}, {Name: "diff", Right: true}}}
-				for _, m := range v.Mismatches {
-					t.Rows = append(t.Rows, []string{m.Device, m.Metric, strconv.FormatInt(m.Raw, 10), strconv.FormatInt(m.Rollup, 10),
-						fmt.Sprintf("%+d", m.Rollup-m.Raw)})
-				}
-				if err := t.WriteText(e.out); err != nil {
+				if err := printVerification(e, f, v); err != nil {
 					return fmt.Errorf("write output: %w", err)
+				}
+				if len(v.Mismatches) == 0 {
+					return nil
 				}
 				return fmt.Errorf("%w: %d mismatches on %s; run: query rollups rebuild --from %s --to %s", errMismatch,
 					len(v.Mismatches), v.Day, v.Day, nextDay(v.Day))
 			}
 		},
 	}
+}
+
+// printVerification writes v in format f. The totals line goes to stdout
+// in a text table, to stderr with CSV (stdout stays valid CSV).
+func printVerification(e *env, f format, v client.Verification) error {
+	if f == formatJSON {
+		enc := json.NewEncoder(e.out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	totals := fmt.Sprintf("%s: %d devices, %d device-metrics, %d raw readings, %d counted by rollups\n",
+		v.Day, v.Devices, v.Metrics, v.RawRows, v.RollupRows)
+	t := render.Table{Columns: []render.Column{{Name: "device"}, {Name: "metric"}, {Name: "raw", Right: true},
+		{Name: "rollup", Right: true}, {Name: "diff", Right: true}}}
+	for _, m := range v.Mismatches {
+		t.Rows = append(t.Rows, []string{m.Device, m.Metric, strconv.FormatInt(m.Raw, 10), strconv.FormatInt(m.Rollup, 10),
+			fmt.Sprintf("%+d", m.Rollup-m.Raw)})
+	}
+	if f == formatCSV {
+		if err := t.WriteCSV(e.out); err != nil {
+			return err
+		}
+		// Flush first so that on a terminal the totals follow the rows.
+		if err := e.out.Flush(); err != nil {
+			return err
+		}
+		_, err := fmt.Fprint(e.stderr, totals)
+		return err
+	}
+	if _, err := fmt.Fprint(e.out, totals); err != nil {
+		return err
+	}
+	if len(v.Mismatches) == 0 {
+		_, err := fmt.Fprintln(e.out, "rollups match the raw store")
+		return err
+	}
+	return t.WriteText(e.out)
 }
 
 func nextDay(s string) string {

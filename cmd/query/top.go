@@ -27,7 +27,7 @@ func topCommand() command {
 			span := addSpanFlags(fs, false)
 			limit := fs.Int("limit", 10, "devices to list, `N` in 1..10000")
 			formatFlag := addFormatFlag(fs)
-			conn := addConnFlags(fs)
+			conn := addConnFlags(fs, gatewayOnly)
 			return func(ctx context.Context) error {
 				if *metric == "" {
 					return fs.usagef("--metric is required")
