@@ -165,6 +165,12 @@ func (g *gateway) client() *client.Client {
 // query runs the query binary against the gateway and returns its stdout.
 func (g *gateway) query(args ...string) (string, string) {
 	g.t.Helper()
+	return g.queryT(g.t, args...)
+}
+
+// queryT is query failing t (a subtest of the gateway's test) instead.
+func (g *gateway) queryT(t *testing.T, args ...string) (string, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "query"), args...)
@@ -172,7 +178,7 @@ func (g *gateway) query(args ...string) (string, string) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		g.t.Fatalf("query %s: %v\nstderr: %s", strings.Join(args, " "), err, errb.String())
+		t.Fatalf("query %s: %v\nstderr: %s", strings.Join(args, " "), err, errb.String())
 	}
 	return out.String(), errb.String()
 }

@@ -253,17 +253,17 @@ func TestQueryEveryCommandJSON(t *testing.T) {
 				testenv.LockClickHouse(t, false)
 				testenv.Require(t, "clickhouse", clickHouseAddr())
 			}
-			out, _ := g.query(withFormat(c.args, "json")...)
+			out, _ := g.queryT(t, withFormat(c.args, "json")...)
 			c.check(t, out)
 			// Every other format the command's help names runs too.
-			cmdHelp, _ := g.query(append([]string{"help"}, strings.Fields(name)...)...)
+			cmdHelp, _ := g.queryT(t, append([]string{"help"}, strings.Fields(name)...)...)
 			m := formats.FindStringSubmatch(cmdHelp)
 			if m == nil {
 				t.Fatalf("query help %s names no --format", name)
 			}
 			for _, f := range strings.Split(m[1], "|") {
 				if f != "json" {
-					if out, _ := g.query(withFormat(c.args, f)...); strings.TrimSpace(out) == "" {
+					if out, _ := g.queryT(t, withFormat(c.args, f)...); strings.TrimSpace(out) == "" {
 						t.Errorf("--format %s printed nothing", f)
 					}
 				}
