@@ -18,9 +18,11 @@ import (
 )
 
 // Direct mode reads Cassandra without a gateway: the read API (readings,
-// audit, partitions and dead letters; not the rollups) runs inside this process, over a store opened from the gateway's configuration, and
-// the client talks to it through an in-memory transport. Every subcommand
-// therefore behaves exactly as it does against a gateway.
+// audit, partitions and dead letters; not the rollups, which live in the
+// gateway's rollup store) runs inside this process, over a store opened
+// from the gateway's configuration, and the client talks to it through an
+// in-memory transport. The commands that take --direct therefore behave
+// exactly as they do against a gateway.
 
 // directTransport serves requests with an in-process handler.
 type directTransport struct{ h http.Handler }
