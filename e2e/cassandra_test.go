@@ -150,6 +150,12 @@ func TestCassandraGateway(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(viaGateway), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[1], "0,single,false,800,") {
 		t.Fatalf("partitions via the gateway:\n%s", viaGateway)
 	}
+	// No dead letters over HTTP; --direct serves the endpoint all the same.
+	deadLetters := []string{"deadletters", "--from", from, "--to", to, "--format", "json"}
+	deadViaGateway, _ := g.query(deadLetters...)
+	if want := "{\n  \"dead_letters\": []\n}\n"; deadViaGateway != want {
+		t.Fatalf("deadletters via the gateway:\n%s\nwant:\n%s", deadViaGateway, want)
+	}
 
 	// Straight from Cassandra, while the gateway runs and after it stopped.
 	for _, phase := range []string{"gateway running", "gateway stopped"} {
@@ -162,6 +168,9 @@ func TestCassandraGateway(t *testing.T) {
 		checkAudit(t, "--direct ("+phase+")", direct(t, env, audit...))
 		if out := direct(t, env, partitions...); out != viaGateway {
 			t.Fatalf("query partitions --direct (%s):\n%s\nwant (as the gateway lists them):\n%s", phase, out, viaGateway)
+		}
+		if out := direct(t, env, deadLetters...); out != deadViaGateway {
+			t.Fatalf("query deadletters --direct (%s):\n%s\nwant (as the gateway lists them):\n%s", phase, out, deadViaGateway)
 		}
 	}
 
