@@ -15,7 +15,9 @@ func partitionsCommand() command {
 		synopsis: "(--device D | --stream S) --day YYYY-MM-DD [--format table|csv|json]",
 		summary:  "list the partitions of a device or stream on one UTC day",
 		about: `The table ends with a total line. ROWS and BYTES count every write, so
-overwritten rows count again.
+overwritten rows count again. When the gateway could not make the entries
+exact first (it is stopping, or the store failed), JSON says "unsettled": true
+and the other formats say so on stderr.
 `,
 		examples: []string{
 			"query partitions --device pump-17 --day 2026-11-22",
@@ -55,9 +57,13 @@ overwritten rows count again.
 				if err != nil {
 					return err
 				}
-				ps, err := c.Partitions(ctx, q)
+				l, err := c.PartitionList(ctx, q)
 				if err != nil {
 					return err
+				}
+				ps := l.Partitions
+				if l.Unsettled && f != formatJSON {
+					fmt.Fprintln(e.stderr, "query: the gateway could not settle these entries first: their rows, bytes and times may run ahead of the partitions")
 				}
 				switch f {
 				case formatTable:
@@ -68,7 +74,7 @@ overwritten rows count again.
 				case formatCSV:
 					err = render.PartitionsTable(ps).WriteCSV(e.out)
 				case formatJSON:
-					err = render.PartitionsJSON(e.out, ps)
+					err = render.PartitionsJSON(e.out, ps, l.Unsettled)
 				}
 				if err != nil {
 					return fmt.Errorf("write output: %w", err)

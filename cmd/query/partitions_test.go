@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"net/http"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -77,6 +79,58 @@ total: 0 partitions, 0 open, 0 rows, 0 bytes (0 B)
 			reqs := srv.Requests()
 			if got := reqs[len(reqs)-1]; got.Path != "/v1/partitions" || got.RawQuery != tc.wantQuery {
 				t.Errorf("request %s?%s, want /v1/partitions?%s", got.Path, got.RawQuery, tc.wantQuery)
+			}
+		})
+	}
+}
+
+// TestPartitionsUnsettled: a listing the gateway could not settle says so,
+// in the JSON object and, for the other formats, on stderr.
+func TestPartitionsUnsettled(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != "/v1/partitions" {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"partitions":[{"kind":"readings","series":"pump-17","day":"2026-11-22","sub_bucket":0,"state":"single",`+
+			`"closed":false,"rows":3,"bytes":90,"min_ts":"2026-11-22T10:00:00.000Z","max_ts":"2026-11-22T10:00:02.000Z"}],"unsettled":true}`)
+		return true
+	})
+	const warning = "query: the gateway could not settle these entries first: their rows, bytes and times may run ahead of the partitions\n"
+	for _, tc := range []struct {
+		format               string
+		wantStdout, wantWarn string
+	}{
+		{"json", `{
+  "partitions": [
+    {
+      "kind": "readings",
+      "series": "pump-17",
+      "day": "2026-11-22",
+      "sub_bucket": 0,
+      "state": "single",
+      "closed": false,
+      "rows": 3,
+      "bytes": 90,
+      "min_ts": "2026-11-22T10:00:00.000Z",
+      "max_ts": "2026-11-22T10:00:02.000Z"
+    }
+  ],
+  "unsettled": true
+}
+`, ""},
+		{"csv", "sub_bucket,state,closed,rows,bytes,min_ts,max_ts\n0,single,false,3,90,2026-11-22T10:00:00.000Z,2026-11-22T10:00:02.000Z\n", warning},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			stdout, stderr, err := query(t, append([]string{"partitions", "--device", "pump-17", "--day", "2026-11-22", "--format", tc.format}, conn(srv)...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantStdout, stdout); diff != "" {
+				t.Errorf("stdout (-want +got):\n%s", diff)
+			}
+			if stderr != tc.wantWarn {
+				t.Errorf("stderr = %q, want %q", stderr, tc.wantWarn)
 			}
 		})
 	}

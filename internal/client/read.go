@@ -117,21 +117,35 @@ func (c *Client) Audit(ctx context.Context, q AuditQuery) (AuditPage, error) {
 // order as the server lists them. The tenant of each key is left empty: the
 // token decides it.
 func (c *Client) Partitions(ctx context.Context, q PartitionsQuery) ([]model.PartitionInfo, error) {
+	l, err := c.PartitionList(ctx, q)
+	return l.Partitions, err
+}
+
+// PartitionList is the answer of GET /v1/partitions.
+type PartitionList struct {
+	Partitions []model.PartitionInfo
+	// Unsettled says the gateway could not make the entries exact first:
+	// their counts, sizes and time ranges may run ahead of the partitions.
+	Unsettled bool
+}
+
+// PartitionList is Partitions with the unsettled flag.
+func (c *Client) PartitionList(ctx context.Context, q PartitionsQuery) (PartitionList, error) {
 	if q.Series == "" {
-		return nil, errors.New("partitions query: series is required")
+		return PartitionList{}, errors.New("partitions query: series is required")
 	}
 	params := url.Values{"kind": {q.Kind.String()}, "series": {q.Series}, "day": {q.Day.String()}}
 	var body wire.PartitionsPage
 	if err := c.get(ctx, "/v1/partitions", params, &body); err != nil {
-		return nil, err
+		return PartitionList{}, err
 	}
-	out := make([]model.PartitionInfo, len(body.Partitions))
+	out := PartitionList{Partitions: make([]model.PartitionInfo, len(body.Partitions)), Unsettled: body.Unsettled}
 	for i, j := range body.Partitions {
 		p, err := j.Model()
 		if err != nil {
-			return nil, fmt.Errorf("decode /v1/partitions response: partition %d: %w", i, err)
+			return PartitionList{}, fmt.Errorf("decode /v1/partitions response: partition %d: %w", i, err)
 		}
-		out[i] = p
+		out.Partitions[i] = p
 	}
 	return out, nil
 }

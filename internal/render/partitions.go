@@ -49,9 +49,10 @@ func PartitionsTotal(w io.Writer, ps []model.PartitionInfo) error {
 	return err
 }
 
-// PartitionsJSON writes the read API's partitions object: {"partitions": [...]}.
-func PartitionsJSON(w io.Writer, ps []model.PartitionInfo) error {
-	out := wire.PartitionsPage{Partitions: make([]wire.Partition, len(ps))}
+// PartitionsJSON writes the read API's partitions object: {"partitions":
+// [...]}, with "unsettled": true when the gateway said so.
+func PartitionsJSON(w io.Writer, ps []model.PartitionInfo, unsettled bool) error {
+	out := wire.PartitionsPage{Partitions: make([]wire.Partition, len(ps)), Unsettled: unsettled}
 	for i, p := range ps {
 		out.Partitions[i] = wire.PartitionOf(p)
 	}

@@ -87,7 +87,7 @@ func TestGolden(t *testing.T) {
 			return PartitionsTotal(b, ps)
 		}},
 		{"partitions.csv", func(t *testing.T, b *bytes.Buffer) error { return PartitionsTable(testPartitions(t)).WriteCSV(b) }},
-		{"partitions.json", func(t *testing.T, b *bytes.Buffer) error { return PartitionsJSON(b, testPartitions(t)) }},
+		{"partitions.json", func(t *testing.T, b *bytes.Buffer) error { return PartitionsJSON(b, testPartitions(t), false) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
