@@ -18,9 +18,11 @@ func rollupsRebuildCommand() command {
 		summary:  "recompute rollups from the raw store and replace them",
 		about: `The gateway reads the raw readings of every device (or of --device) over the
 whole minutes of [--from, --to), recomputes their rollups and replaces the
-rows its rollup store holds there. Progress is drawn on stderr. Rebuild
-ranges older than rollups.allowed_lateness + rollups.keep_closed, or run it
-again later: a window still open in a gateway is re-emitted on top.
+rows its rollup store holds there. Progress is drawn on stderr; the answer
+streams as long as the rebuild runs, so --timeout does not cut it (Ctrl-C
+does). Rebuild ranges older than rollups.allowed_lateness +
+rollups.keep_closed, or run it again later: a window still open in a
+gateway is re-emitted on top.
 CSV and JSON print the gateway's result: device_days, readings (raw metric
 values read), rows_written (rollup rows written, retractions included) and
 rows_retracted.
