@@ -77,6 +77,13 @@ func (k *Keys) Open(s Scope, c string) (Token, error) {
 	if len(c) > MaxLen {
 		return Token{}, fmt.Errorf("%w: longer than %d characters", ErrInvalid, MaxLen)
 	}
+	// The decoder skips line breaks: refuse anything outside the alphabet,
+	// so that one cursor has one spelling.
+	for i := range len(c) {
+		if ch := c[i]; !(ch >= 'A' && ch <= 'Z' || ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '-' || ch == '_') {
+			return Token{}, fmt.Errorf("%w: not base64url", ErrInvalid)
+		}
+	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
 		return Token{}, fmt.Errorf("%w: not base64url", ErrInvalid)
