@@ -87,7 +87,8 @@ func startRollups(cfg config.Config, st reader.Store, logger *slog.Logger, reg p
 		opts = append(opts, rollupfeed.WithLocalBackend())
 	}
 	r.feed = rollupfeed.New(cfg.Rollups, uint16(cfg.Buckets.Writer), ob, dst, time.Now, logger, reg, opts...)
-	r.api = rollupapi.New(raw, dst, rollupapi.OutboxStatus(backend, ob, logger), time.Now, logger)
+	r.api = rollupapi.New(raw, dst, rollupapi.OutboxStatus(backend, ob, logger), time.Now, logger,
+		rollupapi.WithReadConfig(cfg.Read), rollupapi.WithRebuilds(cfg.Rollups.MaxRebuilds, cfg.Rollups.RebuildTimeout))
 	r.api.ClearOnRebuild(ob)
 	logger.Info("rollups on", "backend", backend, "clickhouse_addr", cfg.Rollups.ClickHouse.Addr, "allowed_lateness", cfg.Rollups.AllowedLateness)
 	return r, nil

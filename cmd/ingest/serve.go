@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/cursor"
 	"github.com/sluicehq/sluice/internal/httpingest"
 	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/retention"
@@ -70,7 +72,13 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxDecompressedBytes: cfg.HTTP.MaxDecompressedBytes, Limits: cfg.Limits.Decode(),
 		Horizon: horizon(cfg.Retention),
 	}, sk, time.Now, logger.With("component", "http"), reg)
-	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), readapi.WithSettle(sk.Settle))
+	keys, err := cursorKeys(cfg, logger)
+	if err != nil {
+		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
+		return err
+	}
+	readOpts := []readapi.Option{readapi.WithConfig(cfg.Read), readapi.WithCursorKeys(keys)}
+	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), append(readOpts, readapi.WithSettle(sk.Settle))...)
 	stopMQTT, err := startMQTT(cfg, sk, logger, reg)
 	if err != nil {
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
@@ -86,7 +94,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		PostReadings: ingest.Readings, PostAudit: ingest.Audit,
 		GetReadings: read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		Extra:   extraRoutes(ru.routes(), map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.DeadLetters(st, time.Now, logger.With("component", "read"))}),
+		Extra:   extraRoutes(ru.routes(), map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.DeadLetters(st, time.Now, logger.With("component", "read"), readOpts...)}),
 		Ready: func() error {
 			if stopping.Load() {
 				return errors.New("shutting down")
@@ -143,6 +151,25 @@ func shutdownSink(sk *sink.Sink, timeout time.Duration, logger *slog.Logger) {
 		return
 	}
 	logger.Info("write pipeline drained")
+}
+
+// cursorKeys loads the key that seals the read API's cursors: the file
+// read.cursor_key_file names, else data_dir/cursor.key, made on first start.
+func cursorKeys(cfg config.Config, logger *slog.Logger) (*cursor.Keys, error) {
+	var key []byte
+	var err error
+	if cfg.Read.CursorKeyFile != "" {
+		key, err = cursor.LoadKey(cfg.Read.CursorKeyFile)
+	} else {
+		if cfg.Store.Backend == "cassandra" {
+			logger.Warn("read.cursor_key_file is not set: cursors are sealed with this gateway's own key in data_dir, so another gateway on the same store refuses them; give every gateway the same key file")
+		}
+		key, err = cursor.LoadOrCreateKey(filepath.Join(cfg.DataDir, "cursor.key"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read.cursor_key_file: %w", err)
+	}
+	return cursor.New(key)
 }
 
 // extraRoutes merges the optional routes of the components.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/cursor"
 	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
@@ -54,7 +55,20 @@ func directHTTP(ctx context.Context, cfgFile, tenant string, timeout time.Durati
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
-	read := readapi.New(st, time.Now, logger)
+	opts := []readapi.Option{readapi.WithConfig(cfg.Read)}
+	if cfg.Read.CursorKeyFile != "" {
+		// The gateways' key: cursors from them continue here and back.
+		key, err := cursor.LoadKey(cfg.Read.CursorKeyFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("read.cursor_key_file: %w", err)
+		}
+		keys, err := cursor.New(key)
+		if err != nil {
+			return nil, "", fmt.Errorf("read.cursor_key_file: %w", err)
+		}
+		opts = append(opts, readapi.WithCursorKeys(keys))
+	} // else a key of this process: its cursors serve --all, not a later run
+	read := readapi.New(st, time.Now, logger, opts...)
 	refuse := func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "direct mode is read-only", http.StatusMethodNotAllowed)
 	}

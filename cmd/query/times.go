@@ -2,10 +2,13 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 // minEpochMillis is the smallest epoch-milliseconds value taken as such
@@ -36,6 +39,9 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 		}
 		if ms > 0 && ms < minEpochMillis {
 			return time.Time{}, errors.New("looks like epoch seconds; want epoch milliseconds (" + s + "000)")
+		}
+		if err := model.CheckTime(ms); err != nil {
+			return time.Time{}, fmt.Errorf("epoch milliseconds %w", err)
 		}
 		return time.UnixMilli(ms).UTC(), nil
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/mqttingest"
+	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/retention"
 	"github.com/sluicehq/sluice/internal/rollupfeed"
 	"github.com/sluicehq/sluice/internal/sink"
@@ -32,6 +33,7 @@ import (
 type Config struct {
 	DataDir string            `mapstructure:"data_dir"`
 	HTTP    HTTP              `mapstructure:"http"`
+	Read    readapi.Config    `mapstructure:"read"`
 	Auth    Auth              `mapstructure:"auth"`
 	Limits  Limits            `mapstructure:"limits"`
 	Buckets buckets.Config    `mapstructure:"buckets"`
@@ -115,6 +117,7 @@ func Default() Config {
 			ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
 			ShutdownTimeout: 30 * time.Second,
 		},
+		Read: readapi.DefaultConfig(),
 		Auth: Auth{Tokens: []Token{{Token: DevToken, Tenant: "dev"}}},
 		Limits: Limits{
 			MaxRows: d.MaxRows, MaxMetrics: d.MaxMetrics, MaxIDLength: d.MaxIDLength,
@@ -350,6 +353,12 @@ func (c Config) Validate() error {
 		if d.v <= 0 {
 			bad("%s: must be a positive duration, got %s", d.key, d.v)
 		}
+	}
+	if err := c.Read.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Read.Timeout > 0 && c.HTTP.WriteTimeout > 0 && c.Read.Timeout >= c.HTTP.WriteTimeout {
+		bad("read.timeout: must be shorter than http.write_timeout (%s), got %s", c.HTTP.WriteTimeout, c.Read.Timeout)
 	}
 	if len(c.Auth.Tokens) == 0 {
 		bad("auth.tokens: at least one token=tenant is required")

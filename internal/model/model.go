@@ -46,7 +46,9 @@ const MillisPerDay = int64(24 * time.Hour / time.Millisecond)
 type Day int32
 
 // DayOf returns the UTC day that holds the timestamp ts (milliseconds since
-// the Unix epoch).
+// the Unix epoch). ts must lie in the valid time range (CheckTime): outside
+// it the day number wraps. A timestamp from outside goes through
+// CheckedDayOf.
 func DayOf(ts int64) Day {
 	d := ts / MillisPerDay
 	if ts < 0 && ts%MillisPerDay != 0 {
@@ -62,18 +64,25 @@ func (d Day) Start() int64 { return int64(d) * MillisPerDay }
 func (d Day) End() int64 { return (int64(d) + 1) * MillisPerDay }
 
 // Time returns midnight UTC of the day.
-func (d Day) Time() time.Time { return time.UnixMilli(d.Start()).UTC() }
+func (d Day) Time() time.Time { return timeOfMillis(d.Start()) }
 
 // String formats the day as YYYY-MM-DD.
 func (d Day) String() string { return d.Time().Format(time.DateOnly) }
 
-// ParseDay parses YYYY-MM-DD.
+// ParseDay parses YYYY-MM-DD, years 0000 through 9999.
 func ParseDay(s string) (Day, error) {
+	if len(s) > len(time.DateOnly) {
+		return 0, fmt.Errorf("parse day %.20q…: want YYYY-MM-DD", s)
+	}
 	t, err := time.Parse(time.DateOnly, s)
 	if err != nil {
 		return 0, fmt.Errorf("parse day %q: want YYYY-MM-DD", s)
 	}
-	return DayOf(t.UnixMilli()), nil
+	d, err := CheckedDayOf(t.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("parse day %q: %w", s, err)
+	}
+	return d, nil
 }
 
 // Metric is one named value of a reading.

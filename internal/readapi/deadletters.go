@@ -2,8 +2,6 @@ package readapi
 
 import (
 	"context"
-	"encoding/base64"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,9 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/cursor"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/reader"
+	"github.com/sluicehq/sluice/internal/readparam"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/wire"
 )
@@ -25,75 +25,68 @@ type DeadLetterStore interface {
 	ScanDeadLetters(ctx context.Context, tenant string, day model.Day, r store.Range, limit int) ([]model.DeadLetter, error)
 }
 
-// MaxDeadLetterDays bounds the days one dead-letter query may span.
-const MaxDeadLetterDays = 400
-
 // DeadLetter is the JSON form of a dead letter.
 type DeadLetter = wire.DeadLetter
 
+// deadLettersKind names dead-letter reads in their cursors.
+const deadLettersKind = "deadletters"
+
 // DeadLetters serves GET /v1/deadletters?from=&to=&limit=&cursor=: the
 // authenticated tenant's dead letters in [from, to) (default: the last 24
-// hours), oldest first.
-func DeadLetters(st DeadLetterStore, now func() time.Time, logger *slog.Logger) http.HandlerFunc {
+// hours), oldest first. opts are those of New (WithConfig, WithCursorKeys).
+func DeadLetters(st DeadLetterStore, now func() time.Time, logger *slog.Logger, opts ...Option) http.HandlerFunc {
+	h := New(nil, now, logger, opts...)
 	return func(w http.ResponseWriter, r *http.Request) {
 		v := r.URL.Query()
-		to := now().UnixMilli() + 1
-		if s := v.Get("to"); s != "" {
-			t, err := ParseTime(s)
-			if err != nil {
-				httpx.Error(w, http.StatusBadRequest, "parameter to: "+err.Error())
-				return
-			}
-			to = t
-		}
-		from := to - model.MillisPerDay
-		if s := v.Get("from"); s != "" {
-			t, err := ParseTime(s)
-			if err != nil {
-				httpx.Error(w, http.StatusBadRequest, "parameter from: "+err.Error())
-				return
-			}
-			from = t
-		}
-		if to <= from {
-			httpx.Error(w, http.StatusBadRequest, "parameter to must be after from")
+		tenant := httpx.Tenant(r.Context())
+		scope := cursor.Scope{Tenant: tenant, Kind: deadLettersKind}
+		span, err := readparam.ParseSpan(v, h.now().UnixMilli()+1)
+		if err != nil {
+			h.fail(w, r, err)
 			return
 		}
-		first, last := model.DayOf(from), model.DayOf(to-1)
-		if int(last-first) >= MaxDeadLetterDays {
-			httpx.Error(w, http.StatusBadRequest, fmt.Sprintf("parameters from, to: the range spans %d days, at most %d are allowed", int(last-first)+1, MaxDeadLetterDays))
+		limit, err := readparam.Limit(v, "limit", DefaultLimit, reader.MaxLimit)
+		if err != nil {
+			h.fail(w, r, err)
 			return
 		}
-		limit := DefaultLimit
-		if s := v.Get("limit"); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 || n > reader.MaxLimit {
-				httpx.Error(w, http.StatusBadRequest, fmt.Sprintf("parameter limit: must be 1..%d, got %q", reader.MaxLimit, s))
-				return
-			}
-			limit = n
+		span, pos, err := h.openCursor(r, scope, span)
+		if err != nil {
+			h.fail(w, r, err)
+			return
 		}
+		if err := span.CheckDays(h.cfg.MaxDays, "read.max_days"); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		from, to := span.From, span.To
+		first, last := model.DayOf(from), model.DayOf(to-1) // both valid: checked above
 		var after *store.Pos
-		if s := v.Get("cursor"); s != "" {
-			p, err := decodeDeadCursor(s)
+		if pos != "" {
+			p, err := decodeDeadPos(pos, span)
 			if err != nil {
-				httpx.Error(w, http.StatusBadRequest, "parameter cursor: "+err.Error())
+				h.fail(w, r, &readparam.Error{Param: "cursor", Reason: err.Error()})
 				return
 			}
 			after = &p
-			if p.TS >= from {
-				first = model.DayOf(p.TS)
-			}
+			first = model.DayOf(p.TS)
 		}
-		tenant := httpx.Tenant(r.Context())
+		ctx, cancel := h.deadline(r)
+		defer cancel()
 		var out []model.DeadLetter
 		more := false
 		for d := first; d <= last && !more; d++ {
+			if err := ctx.Err(); err != nil {
+				h.fail(w, r, err)
+				return
+			}
 			// One more than needed tells whether another page exists.
-			dls, err := st.ScanDeadLetters(r.Context(), tenant, d, store.Range{From: from, To: to, After: after}, limit+1-len(out))
+			dls, err := st.ScanDeadLetters(ctx, tenant, d, store.Range{From: from, To: to, After: after}, limit+1-len(out))
 			if err != nil {
-				logger.Error("read dead letters", "tenant", tenant, "day", d, "err", err)
-				httpx.Error(w, http.StatusInternalServerError, "read failed: "+err.Error())
+				if ctx.Err() == nil {
+					logger.Error("read dead letters", "tenant", tenant, "day", d, "err", err)
+				}
+				h.fail(w, r, fmt.Errorf("read dead letters of %s: %w", d, err))
 				return
 			}
 			out = append(out, dls...)
@@ -107,25 +100,27 @@ func DeadLetters(st DeadLetterStore, now func() time.Time, logger *slog.Logger) 
 		}
 		if more {
 			lastDL := out[len(out)-1]
-			body.NextCursor = encodeDeadCursor(store.Pos{TS: lastDL.TS, Key: lastDL.ID})
+			body.NextCursor = h.seal(scope, span, encodeDeadPos(store.Pos{TS: lastDL.TS, Key: lastDL.ID}))
 		}
 		httpx.JSON(w, http.StatusOK, body)
 	}
 }
 
-func encodeDeadCursor(p store.Pos) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(p.TS, 10) + "." + p.Key))
+// encodeDeadPos is the position a dead-letter cursor carries.
+func encodeDeadPos(p store.Pos) string {
+	return strconv.FormatInt(p.TS, 10) + "." + p.Key
 }
 
-func decodeDeadCursor(s string) (store.Pos, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return store.Pos{}, errors.New("not a cursor from this endpoint")
-	}
-	ts, id, ok := strings.Cut(string(b), ".")
+// decodeDeadPos reads a position from a verified cursor: its time must lie
+// in the cursor's span.
+func decodeDeadPos(s string, span readparam.Span) (store.Pos, error) {
+	ts, id, ok := strings.Cut(s, ".")
 	n, err := strconv.ParseInt(ts, 10, 64)
 	if !ok || err != nil {
-		return store.Pos{}, errors.New("not a cursor from this endpoint")
+		return store.Pos{}, fmt.Errorf("%w: unknown position", cursor.ErrInvalid)
+	}
+	if n < span.From || n >= span.To {
+		return store.Pos{}, fmt.Errorf("%w: its position lies outside its range", cursor.ErrInvalid)
 	}
 	return store.Pos{TS: n, Key: id}, nil
 }

@@ -1,20 +1,28 @@
-// Package readapi serves the read API: GET /v1/readings, /v1/audit and
-// /v1/partitions, for the authenticated tenant only. It is the way `query`
-// reads while the gateway holds the embedded store.
+// Package readapi serves the read API: GET /v1/readings, /v1/audit,
+// /v1/partitions and /v1/deadletters, for the authenticated tenant only. It
+// is the way `query` reads while the gateway holds the embedded store.
+//
+// Every request is bounded: its parameters are checked (package readparam),
+// its range may span at most read.max_days days, it runs under the
+// read.timeout deadline and stops when the client goes away. Its cursors
+// are sealed (package cursor): bound to the tenant, the kind of read, the
+// series and the range.
 package readapi
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/cursor"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/reader"
+	"github.com/sluicehq/sluice/internal/readparam"
 	"github.com/sluicehq/sluice/internal/wire"
 )
 
@@ -30,6 +38,8 @@ type Handler struct {
 	now    func() time.Time
 	logger *slog.Logger
 	settle func(context.Context, ...model.SeriesDay) error
+	cfg    Config
+	keys   *cursor.Keys
 }
 
 // Option adds optional behaviour to a Handler.
@@ -43,90 +53,145 @@ func WithSettle(settle func(context.Context, ...model.SeriesDay) error) Option {
 	return func(h *Handler) { h.settle = settle }
 }
 
+// WithConfig sets the bounds of every request (default: DefaultConfig).
+func WithConfig(c Config) Option {
+	return func(h *Handler) { h.cfg = c }
+}
+
+// WithCursorKeys seals and opens cursors with keys. Without it a random
+// key is made, and cursors live as long as the Handler.
+func WithCursorKeys(keys *cursor.Keys) Option {
+	return func(h *Handler) { h.keys = keys }
+}
+
 // New returns the read API over st.
 func New(st reader.Store, now func() time.Time, logger *slog.Logger, opts ...Option) *Handler {
-	h := &Handler{st: st, now: now, logger: logger}
+	h := &Handler{st: st, now: now, logger: logger, cfg: DefaultConfig()}
 	for _, o := range opts {
 		o(h)
+	}
+	if h.keys == nil {
+		h.keys = EphemeralKeys()
 	}
 	return h
 }
 
-// ParseTime accepts RFC 3339 or integer epoch milliseconds.
+// EphemeralKeys returns cursor keys under a random key.
+func EphemeralKeys() *cursor.Keys {
+	var b [cursor.KeySize]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	k, _ := cursor.New(b[:])
+	return k
+}
+
+// ParseTime accepts RFC 3339 or integer epoch milliseconds within the valid
+// time range (model.TimeRule).
 func ParseTime(s string) (int64, error) {
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return ms, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	t, err := readparam.Time("time", s)
 	if err != nil {
-		return 0, fmt.Errorf("%q is neither RFC 3339 nor epoch milliseconds", s)
+		var pe *readparam.Error
+		if errors.As(err, &pe) {
+			return 0, errors.New(pe.Reason)
+		}
+		return 0, err
 	}
-	return t.UnixMilli(), nil
+	return t, nil
+}
+
+// Deadline returns the request's context bounded by read.timeout.
+func (h *Handler) deadline(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), h.cfg.Timeout)
+}
+
+// openCursor checks the cursor parameter, if any, against the query: its
+// seal must verify for scope, and a from or to the request names must be
+// the range the cursor was made for. It returns the span to read (the
+// cursor's, when there is one) and the reader's position.
+func (h *Handler) openCursor(r *http.Request, scope cursor.Scope, span readparam.Span) (readparam.Span, string, error) {
+	v := r.URL.Query()
+	c := v.Get("cursor")
+	if c == "" {
+		return span, "", nil
+	}
+	tok, err := h.keys.Open(scope, c)
+	if err != nil {
+		return span, "", &readparam.Error{Param: "cursor", Reason: err.Error()}
+	}
+	if (v.Get("from") != "" && span.From != tok.From) || (v.Get("to") != "" && span.To != tok.To) {
+		return span, "", &readparam.Error{Param: "cursor", Reason: fmt.Sprintf(
+			"it continues a read of [%s, %s): send that from and to, or neither", wire.FormatTS(tok.From), wire.FormatTS(tok.To))}
+	}
+	return readparam.Span{From: tok.From, To: tok.To}, string(tok.Pos), nil
+}
+
+// seal returns the cursor of the page after pos ("" for none).
+func (h *Handler) seal(scope cursor.Scope, span readparam.Span, pos string) string {
+	if pos == "" {
+		return ""
+	}
+	return h.keys.Seal(scope, cursor.Token{From: span.From, To: span.To, Pos: []byte(pos)})
 }
 
 // rangeQuery parses series, from, to, limit and cursor.
-func (h *Handler) rangeQuery(r *http.Request, seriesParam string) (reader.Query, error) {
+func (h *Handler) rangeQuery(r *http.Request, seriesParam string, kind model.Kind) (reader.Query, cursor.Scope, readparam.Span, error) {
 	v := r.URL.Query()
-	q := reader.Query{Tenant: httpx.Tenant(r.Context()), Series: v.Get(seriesParam), Cursor: v.Get("cursor"), Limit: DefaultLimit}
+	q := reader.Query{Tenant: httpx.Tenant(r.Context()), Series: v.Get(seriesParam)}
+	scope := cursor.Scope{Tenant: q.Tenant, Kind: kind.String(), Series: q.Series}
 	if q.Series == "" {
-		return q, fmt.Errorf("parameter %s is required", seriesParam)
+		return q, scope, readparam.Span{}, &readparam.Error{Param: seriesParam, Reason: "required"}
 	}
-	now := h.now().UnixMilli()
-	q.To = now + 1
-	if s := v.Get("to"); s != "" {
-		t, err := ParseTime(s)
-		if err != nil {
-			return q, fmt.Errorf("parameter to: %w", err)
-		}
-		q.To = t
+	span, err := readparam.ParseSpan(v, h.now().UnixMilli()+1)
+	if err != nil {
+		return q, scope, span, err
 	}
-	q.From = q.To - model.MillisPerDay
-	if s := v.Get("from"); s != "" {
-		t, err := ParseTime(s)
-		if err != nil {
-			return q, fmt.Errorf("parameter from: %w", err)
-		}
-		q.From = t
+	if q.Limit, err = readparam.Limit(v, "limit", DefaultLimit, reader.MaxLimit); err != nil {
+		return q, scope, span, err
 	}
-	if q.To <= q.From {
-		return q, errors.New("parameter to must be after from")
+	if span, q.Cursor, err = h.openCursor(r, scope, span); err != nil {
+		return q, scope, span, err
 	}
-	if s := v.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > reader.MaxLimit {
-			return q, fmt.Errorf("parameter limit: must be 1..%d, got %q", reader.MaxLimit, s)
-		}
-		q.Limit = n
+	if err := span.CheckDays(h.cfg.MaxDays, "read.max_days"); err != nil {
+		return q, scope, span, err
 	}
-	return q, nil
+	q.From, q.To = span.From, span.To
+	return q, scope, span, nil
 }
 
-func (h *Handler) fail(w http.ResponseWriter, err error) {
-	if errors.Is(err, reader.ErrBadCursor) {
-		httpx.Error(w, http.StatusBadRequest, "parameter cursor: "+err.Error())
-		return
-	}
-	if errors.Is(err, reader.ErrBadQuery) {
+// fail answers a request that failed: 400 for a bad parameter, 504 when
+// read.timeout ran out, nothing when the client is gone, 500 else.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case readparam.IsParam(err):
 		httpx.Error(w, http.StatusBadRequest, err.Error())
-		return
+	case errors.Is(err, reader.ErrBadCursor):
+		httpx.Error(w, http.StatusBadRequest, "parameter cursor: "+err.Error())
+	case errors.Is(err, reader.ErrBadQuery):
+		httpx.Error(w, http.StatusBadRequest, err.Error())
+	case r.Context().Err() != nil:
+		h.logger.Debug("read abandoned by the client", "path", r.URL.Path, "err", err)
+	case errors.Is(err, context.DeadlineExceeded):
+		httpx.Error(w, http.StatusGatewayTimeout, fmt.Sprintf("the read took longer than read.timeout (%s): narrow the range or lower the limit", h.cfg.Timeout))
+	default:
+		h.logger.Error("read", "err", err)
+		httpx.Error(w, http.StatusInternalServerError, "read failed: "+err.Error())
 	}
-	h.logger.Error("read", "err", err)
-	httpx.Error(w, http.StatusInternalServerError, "read failed: "+err.Error())
 }
 
 // Readings serves GET /v1/readings?device=&from=&to=&limit=&cursor=.
 func (h *Handler) Readings(w http.ResponseWriter, r *http.Request) {
-	q, err := h.rangeQuery(r, "device")
+	q, scope, span, err := h.rangeQuery(r, "device", model.KindReadings)
 	if err != nil {
-		httpx.Error(w, http.StatusBadRequest, err.Error())
+		h.fail(w, r, err)
 		return
 	}
-	rs, next, err := reader.Readings(r.Context(), h.st, q)
+	ctx, cancel := h.deadline(r)
+	defer cancel()
+	rs, next, err := reader.Readings(ctx, h.st, q)
 	if err != nil {
-		h.fail(w, err)
+		h.fail(w, r, err)
 		return
 	}
-	out := wire.ReadingsPage{Readings: make([]wire.Reading, len(rs)), NextCursor: next}
+	out := wire.ReadingsPage{Readings: make([]wire.Reading, len(rs)), NextCursor: h.seal(scope, span, next)}
 	for i, rd := range rs {
 		out.Readings[i] = wire.ReadingOf(rd)
 	}
@@ -135,17 +200,19 @@ func (h *Handler) Readings(w http.ResponseWriter, r *http.Request) {
 
 // Audit serves GET /v1/audit?stream=&from=&to=&limit=&cursor=.
 func (h *Handler) Audit(w http.ResponseWriter, r *http.Request) {
-	q, err := h.rangeQuery(r, "stream")
+	q, scope, span, err := h.rangeQuery(r, "stream", model.KindAudit)
 	if err != nil {
-		httpx.Error(w, http.StatusBadRequest, err.Error())
+		h.fail(w, r, err)
 		return
 	}
-	es, next, err := reader.Audit(r.Context(), h.st, q)
+	ctx, cancel := h.deadline(r)
+	defer cancel()
+	es, next, err := reader.Audit(ctx, h.st, q)
 	if err != nil {
-		h.fail(w, err)
+		h.fail(w, r, err)
 		return
 	}
-	out := wire.EventsPage{Events: make([]wire.Event, len(es)), NextCursor: next}
+	out := wire.EventsPage{Events: make([]wire.Event, len(es)), NextCursor: h.seal(scope, span, next)}
 	for i, e := range es {
 		out.Events[i] = wire.EventOf(e)
 	}
@@ -175,24 +242,26 @@ func (h *Handler) Partitions(w http.ResponseWriter, r *http.Request) {
 		httpx.Error(w, http.StatusBadRequest, "parameter series (or device, or stream) is required")
 		return
 	}
-	day, err := model.ParseDay(v.Get("day"))
+	day, err := readparam.Day("day", v.Get("day"))
 	if err != nil {
-		httpx.Error(w, http.StatusBadRequest, "parameter day: "+err.Error())
+		h.fail(w, r, err)
 		return
 	}
+	ctx, cancel := h.deadline(r)
+	defer cancel()
 	sd := model.SeriesDay{Kind: k, Tenant: httpx.Tenant(r.Context()), Series: series, Day: day}
 	var out wire.PartitionsPage
 	if h.settle != nil {
 		// Not settled (the gateway is stopping, the store failed): the
 		// stored entries still bound their partitions; say so.
-		if err := h.settle(r.Context(), sd); err != nil {
+		if err := h.settle(ctx, sd); err != nil {
 			h.logger.Warn("partitions listed unsettled: their counts may run ahead", "series_day", sd, "err", err)
 			out.Unsettled = true
 		}
 	}
-	parts, err := reader.Partitions(r.Context(), h.st, sd)
+	parts, err := reader.Partitions(ctx, h.st, sd)
 	if err != nil {
-		h.fail(w, err)
+		h.fail(w, r, err)
 		return
 	}
 	out.Partitions = make([]wire.Partition, len(parts))

@@ -50,7 +50,8 @@ type Query struct {
 	Cursor string
 }
 
-// MaxDays is the longest range a read may span.
+// MaxDays is the longest range a read may span, in UTC days it touches.
+// The read API bounds requests further (read.max_days).
 const MaxDays = 3660
 
 // ErrBadQuery is returned for a query out of bounds (limit, range).
@@ -105,18 +106,25 @@ func (q Query) check(kind model.Kind) (*store.Pos, error) {
 	if q.Limit < 1 || q.Limit > MaxLimit {
 		return nil, fmt.Errorf("%w: limit must be 1..%d, got %d", ErrBadQuery, MaxLimit, q.Limit)
 	}
-	if q.To <= q.From {
-		return nil, fmt.Errorf("%w: to (%d) must be after from (%d)", ErrBadQuery, q.To, q.From)
+	// Each day of the range costs one catalogue read, so the span is
+	// bounded; SpanDays also refuses times outside the valid range, which
+	// keeps day numbers far from overflow.
+	days, err := model.SpanDays(q.From, q.To)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadQuery, err)
 	}
-	// Each day of the range costs one catalogue read, so the span is bounded.
-	const year10000 = 253402300800000 // ms; keeps day numbers far from overflow
-	if q.From < -year10000 || q.To > year10000 {
-		return nil, fmt.Errorf("%w: the range must lie within years -9999..9999", ErrBadQuery)
-	}
-	if days := (q.To - q.From) / model.MillisPerDay; days > MaxDays {
+	if days > MaxDays {
 		return nil, fmt.Errorf("%w: the range may span at most %d days, got %d", ErrBadQuery, MaxDays, days)
 	}
-	return decodeCursor(q.Cursor, kind, q.Series)
+	after, err := decodeCursor(q.Cursor, kind, q.Series)
+	if err != nil {
+		return nil, err
+	}
+	// The cursor's position is the last row of a page of this range.
+	if after != nil && (after.TS < q.From || after.TS >= q.To) {
+		return nil, fmt.Errorf("%w: its position lies outside the range", ErrBadCursor)
+	}
+	return after, nil
 }
 
 // Readings returns up to q.Limit readings of device q.Series in timestamp
@@ -201,6 +209,9 @@ func mergeRange[T any](ctx context.Context, st Store, kind model.Kind, q Query, 
 		from = after.TS
 	}
 	for day := model.DayOf(from); day.Start() < q.To; day++ {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
 		sd := model.SeriesDay{Kind: kind, Tenant: q.Tenant, Series: q.Series, Day: day}
 		parts, err := st.Catalogue(ctx, sd)
 		if err != nil {
@@ -257,6 +268,9 @@ func mergeDay[T any](ctx context.Context, parts []model.PartitionInfo, rng store
 		}
 		if src.done {
 			return false, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
 		}
 		if n := len(src.buf); n > 0 {
 			p := pos(src.buf[n-1])

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -501,16 +503,37 @@ func TestBadQuery(t *testing.T) {
 		{"limit too large", false, reader.Query{Series: device, To: day, Limit: reader.MaxLimit + 1}, false},
 		{"empty range", false, reader.Query{Series: device, From: 5, To: 5, Limit: 10}, false},
 		{"inverted range", true, reader.Query{Series: stream, From: 6, To: 5, Limit: 10}, false},
+		// A cursor whose position lies outside the range: 2^31 days on,
+		// DayOf wrapped and the read walked billions of days.
+		{"cursor 2^31 days ahead", false, reader.Query{Series: device, To: day, Limit: 10,
+			Cursor: b64(fmt.Appendf(nil, `{"v":1,"k":"readings","s":%q,"t":%d,"e":true}`, device, int64(math.MaxInt32+1)*day))}, true},
+		{"cursor at max int64", true, reader.Query{Series: stream, To: day, Limit: 10,
+			Cursor: b64(fmt.Appendf(nil, `{"v":1,"k":"audit","s":%q,"t":%d,"p":"e"}`, stream, int64(math.MaxInt64)))}, true},
+		{"cursor before the range", false, reader.Query{Series: device, From: 10, To: day, Limit: 10,
+			Cursor: b64(fmt.Appendf(nil, `{"v":1,"k":"readings","s":%q,"t":9,"e":true}`, device))}, true},
+		{"range to max int64", false, reader.Query{Series: device, From: 0, To: math.MaxInt64, Limit: 10}, false},
+		{"range over all int64", false, reader.Query{Series: device, From: math.MinInt64, To: math.MaxInt64, Limit: 10}, false},
+		{"range 2^31 days", true, reader.Query{Series: stream, From: -int64(math.MaxInt32) * day, To: 0, Limit: 10}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			q := tc.q
 			q.Tenant = tenant
+			done := make(chan error, 1)
+			go func() {
+				var err error
+				if tc.audit {
+					_, _, err = reader.Audit(t.Context(), st, q)
+				} else {
+					_, _, err = reader.Readings(t.Context(), st, q)
+				}
+				done <- err
+			}()
 			var err error
-			if tc.audit {
-				_, _, err = reader.Audit(t.Context(), st, q)
-			} else {
-				_, _, err = reader.Readings(t.Context(), st, q)
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second): // a hostile query used to walk 2^31 days
+				t.Fatalf("query %+v did not answer within 10s", q)
 			}
 			if err == nil {
 				t.Fatalf("query %+v succeeded, want an error", q)
@@ -519,6 +542,40 @@ func TestBadQuery(t *testing.T) {
 				t.Errorf("query %+v: error %q, errors.Is(ErrBadCursor) = %v, want %v", q, err, got, tc.badCursor)
 			}
 		})
+	}
+}
+
+// cancellingStore cancels its reader's context at the n-th catalogue read.
+type cancellingStore struct {
+	reader.Store
+	n, reads int
+	cancel   context.CancelFunc
+}
+
+func (c *cancellingStore) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.PartitionInfo, error) {
+	if c.reads++; c.reads == c.n {
+		c.cancel()
+	}
+	return nil, nil // a store that does not look at ctx itself
+}
+
+// A read whose context ends (client gone, read.timeout) stops at the next
+// day instead of walking the rest of its range.
+func TestStopsWhenContextEnds(t *testing.T) {
+	for _, audit := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(t.Context())
+		st := &cancellingStore{Store: openStore(t), n: 3, cancel: cancel}
+		q := reader.Query{Tenant: tenant, Series: device, From: 0, To: reader.MaxDays * day, Limit: 10}
+		var err error
+		if audit {
+			_, _, err = reader.Audit(ctx, st, q)
+		} else {
+			_, _, err = reader.Readings(ctx, st, q)
+		}
+		cancel()
+		if !errors.Is(err, context.Canceled) || st.reads != 3 {
+			t.Errorf("audit %v: error %v after %d catalogue reads; want context.Canceled after 3", audit, err, st.reads)
+		}
 	}
 }
 

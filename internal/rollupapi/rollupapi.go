@@ -15,17 +15,18 @@ package rollupapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/outbox"
 	"github.com/sluicehq/sluice/internal/readapi"
+	"github.com/sluicehq/sluice/internal/readparam"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/rollupfeed"
 	"github.com/sluicehq/sluice/internal/wire"
@@ -77,13 +78,34 @@ func OutboxStatus(backend string, ob *outbox.Outbox, logger *slog.Logger) Status
 
 // Handler serves the endpoints.
 type Handler struct {
-	raw     rollupfeed.Raw
-	dst     Backend
-	status  Status
-	now     func() time.Time
-	logger  *slog.Logger
-	maxDays int
-	marks   DirtyMarks // nil: rebuilds clear no marks
+	raw    rollupfeed.Raw
+	dst    Backend
+	status Status
+	now    func() time.Time
+	logger *slog.Logger
+	read   readapi.Config
+	marks  DirtyMarks // nil: rebuilds clear no marks
+	// rebuilds holds a token per running rebuild (rollups.max_rebuilds).
+	rebuilds       chan struct{}
+	rebuildTimeout time.Duration
+}
+
+// Option adds optional behaviour to a Handler.
+type Option func(*Handler)
+
+// WithReadConfig bounds the requests: read.timeout for reads, and
+// read.max_days for the range of reads and rebuilds (default:
+// readapi.DefaultConfig).
+func WithReadConfig(c readapi.Config) Option {
+	return func(h *Handler) { h.read = c }
+}
+
+// WithRebuilds lets at most max rebuilds run at once, each for at most
+// timeout (default: those of rollupfeed.DefaultConfig).
+func WithRebuilds(maxRebuilds int, timeout time.Duration) Option {
+	return func(h *Handler) {
+		h.rebuilds, h.rebuildTimeout = make(chan struct{}, max(1, maxRebuilds)), timeout
+	}
 }
 
 // DirtyMarks are the dirty marks a rebuild clears (an *outbox.Outbox).
@@ -96,7 +118,8 @@ type DirtyMarks interface {
 // marks of the whole UTC days it covered that were written before it began.
 func (h *Handler) ClearOnRebuild(m DirtyMarks) { h.marks = m }
 
-// wholeDays returns the UTC days that lie wholly inside [from, to).
+// wholeDays returns the UTC days that lie wholly inside [from, to), a range
+// of valid times (model.CheckTime).
 func wholeDays(from, to int64) []model.Day {
 	var out []model.Day
 	for d := model.DayOf(from); d.Start()+model.MillisPerDay <= to; d++ {
@@ -108,8 +131,13 @@ func wholeDays(from, to int64) []model.Day {
 }
 
 // New returns the handler.
-func New(raw rollupfeed.Raw, dst Backend, status Status, now func() time.Time, logger *slog.Logger) *Handler {
-	return &Handler{raw: raw, dst: dst, status: status, now: now, logger: logger, maxDays: 366}
+func New(raw rollupfeed.Raw, dst Backend, status Status, now func() time.Time, logger *slog.Logger, opts ...Option) *Handler {
+	h := &Handler{raw: raw, dst: dst, status: status, now: now, logger: logger, read: readapi.DefaultConfig()}
+	WithRebuilds(rollupfeed.DefaultConfig().MaxRebuilds, rollupfeed.DefaultConfig().RebuildTimeout)(h)
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 // Routes returns the endpoints by pattern, for server.Routes.Extra.
@@ -131,37 +159,34 @@ type Rank = wire.Rank
 
 func ts(ms int64) string { return wire.FormatTS(ms) }
 
-// span parses from and to (default: the 24 hours before now).
+// span parses from and to (default: the 24 hours before now), each in the
+// valid time range, spanning at most read.max_days days.
 func (h *Handler) span(r *http.Request) (int64, int64, error) {
-	v := r.URL.Query()
-	to := h.now().UnixMilli()
-	if s := v.Get("to"); s != "" {
-		t, err := readapi.ParseTime(s)
-		if err != nil {
-			return 0, 0, fmt.Errorf("parameter to: %w", err)
-		}
-		to = t
+	sp, err := readparam.ParseSpan(r.URL.Query(), h.now().UnixMilli())
+	if err != nil {
+		return 0, 0, err
 	}
-	from := to - model.MillisPerDay
-	if s := v.Get("from"); s != "" {
-		t, err := readapi.ParseTime(s)
-		if err != nil {
-			return 0, 0, fmt.Errorf("parameter from: %w", err)
-		}
-		from = t
+	if err := sp.CheckDays(h.read.MaxDays, "read.max_days"); err != nil {
+		return 0, 0, err
 	}
-	if to <= from {
-		return 0, 0, fmt.Errorf("parameter to must be after from")
-	}
-	if to-from > int64(h.maxDays)*model.MillisPerDay {
-		return 0, 0, fmt.Errorf("the range spans more than %d days", h.maxDays)
-	}
-	return from, to, nil
+	return sp.From, sp.To, nil
 }
 
-func (h *Handler) fail(w http.ResponseWriter, what string, err error) {
-	h.logger.Error(what, "err", err)
-	httpx.Error(w, http.StatusBadGateway, what+": "+err.Error())
+// deadline returns the request's context bounded by read.timeout.
+func (h *Handler) deadline(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), h.read.Timeout)
+}
+
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	switch {
+	case r.Context().Err() != nil:
+		h.logger.Debug(what+": abandoned by the client", "err", err)
+	case errors.Is(err, context.DeadlineExceeded):
+		httpx.Error(w, http.StatusGatewayTimeout, fmt.Sprintf("%s: took longer than read.timeout (%s): narrow the range", what, h.read.Timeout))
+	default:
+		h.logger.Error(what, "err", err)
+		httpx.Error(w, http.StatusBadGateway, what+": "+err.Error())
+	}
 }
 
 // Rollups serves GET /v1/rollups.
@@ -185,9 +210,11 @@ func (h *Handler) Rollups(w http.ResponseWriter, r *http.Request) {
 		httpx.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	bs, err := h.dst.Series(r.Context(), f, step)
+	ctx, cancel := h.deadline(r)
+	defer cancel()
+	bs, err := h.dst.Series(ctx, f, step)
 	if err != nil {
-		h.fail(w, "read rollups", err)
+		h.fail(w, r, "read rollups", err)
 		return
 	}
 	out := wire.RollupSeries{Device: f.Device, Metric: f.Metric, Step: step.String(), Buckets: make([]Bucket, len(bs))}
@@ -214,23 +241,20 @@ func (h *Handler) Top(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	limit := 10
-	if s := v.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 10_000 {
-			httpx.Error(w, http.StatusBadRequest, fmt.Sprintf("parameter limit: must be 1..10000, got %q", s))
-			return
-		}
-		limit = n
+	limit, err := readparam.Limit(v, "limit", 10, 10_000)
+	if err != nil {
+		httpx.Error(w, http.StatusBadRequest, err.Error())
+		return
 	}
-	var err error
 	if f.From, f.To, err = h.span(r); err != nil {
 		httpx.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	ranks, err := h.dst.Top(r.Context(), f, by, limit)
+	ctx, cancel := h.deadline(r)
+	defer cancel()
+	ranks, err := h.dst.Top(ctx, f, by, limit)
 	if err != nil {
-		h.fail(w, "rank devices", err)
+		h.fail(w, r, "rank devices", err)
 		return
 	}
 	out := wire.TopList{Metric: f.Metric, By: string(by), Devices: make([]Rank, len(ranks))}
@@ -244,13 +268,25 @@ func (h *Handler) Top(w http.ResponseWriter, r *http.Request) {
 // line with Result or Error.
 type ProgressLine = wire.RebuildProgress
 
-// Rebuild serves POST /v1/rollups/rebuild, streaming progress.
+// Rebuild serves POST /v1/rollups/rebuild, streaming progress. A rebuild
+// is a bounded job: its range spans at most read.max_days days, at most
+// rollups.max_rebuilds run at once (one more is answered 503), each stops
+// after rollups.rebuild_timeout or when its client goes away.
 func (h *Handler) Rebuild(w http.ResponseWriter, r *http.Request) {
 	from, to, err := h.span(r)
 	if err != nil {
 		httpx.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	select {
+	case h.rebuilds <- struct{}{}:
+		defer func() { <-h.rebuilds }()
+	default:
+		httpx.Busy(w, 30*time.Second, fmt.Sprintf("%d rollup rebuilds are running, the most rollups.max_rebuilds allows: retry later", cap(h.rebuilds)))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.rebuildTimeout)
+	defer cancel()
 	// A rebuild may outlast http.write_timeout: it streams progress instead.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -270,11 +306,14 @@ func (h *Handler) Rebuild(w http.ResponseWriter, r *http.Request) {
 	if h.marks != nil {
 		before = h.marks.DirtySeq()
 	}
-	res, err := rollupfeed.Rebuild(r.Context(), h.raw, h.dst, tenant, device, from, to,
+	res, err := rollupfeed.Rebuild(ctx, h.raw, h.dst, tenant, device, from, to, h.read.MaxDays,
 		rollupfeed.Version(h.now()), func(p rollupfeed.Progress) {
 			send(ProgressLine{Done: p.Done, Total: p.Total, Device: p.Device, Day: p.Day.String()})
 		})
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+			err = fmt.Errorf("stopped after rollups.rebuild_timeout (%s): rebuild a shorter range: %w", h.rebuildTimeout, err)
+		}
 		h.logger.Error("rebuild rollups", "tenant", tenant, "err", err)
 		send(ProgressLine{Error: err.Error()})
 		return
@@ -294,14 +333,16 @@ type VerifyJSON = wire.Verification
 
 // Verify serves GET /v1/rollups/verify.
 func (h *Handler) Verify(w http.ResponseWriter, r *http.Request) {
-	day, err := model.ParseDay(r.URL.Query().Get("day"))
+	day, err := readparam.Day("day", r.URL.Query().Get("day"))
 	if err != nil {
-		httpx.Error(w, http.StatusBadRequest, "parameter day: "+err.Error())
+		httpx.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	res, err := rollupfeed.Verify(r.Context(), h.raw, h.dst, httpx.Tenant(r.Context()), day)
+	ctx, cancel := h.deadline(r)
+	defer cancel()
+	res, err := rollupfeed.Verify(ctx, h.raw, h.dst, httpx.Tenant(r.Context()), day)
 	if err != nil {
-		h.fail(w, "verify rollups", err)
+		h.fail(w, r, "verify rollups", err)
 		return
 	}
 	out := VerifyJSON{Day: day.String(), Devices: res.Devices, Metrics: res.Metrics, RawRows: res.RawRows,

@@ -58,15 +58,21 @@ import (
 
 // Config is the rollups.* section.
 type Config struct {
-	Enabled         bool           `mapstructure:"enabled"`
-	AllowedLateness time.Duration  `mapstructure:"allowed_lateness"`
-	KeepClosed      time.Duration  `mapstructure:"keep_closed"`
-	MaxWindows      int            `mapstructure:"max_windows"`
-	FlushInterval   time.Duration  `mapstructure:"flush_interval"`
-	BatchRows       int            `mapstructure:"batch_rows"`
-	QueueBatches    int            `mapstructure:"queue_batches"`
-	OutboxMaxBytes  int64          `mapstructure:"outbox_max_bytes"`
-	ClickHouse      chstore.Config `mapstructure:"clickhouse"`
+	Enabled         bool          `mapstructure:"enabled"`
+	AllowedLateness time.Duration `mapstructure:"allowed_lateness"`
+	KeepClosed      time.Duration `mapstructure:"keep_closed"`
+	MaxWindows      int           `mapstructure:"max_windows"`
+	FlushInterval   time.Duration `mapstructure:"flush_interval"`
+	BatchRows       int           `mapstructure:"batch_rows"`
+	QueueBatches    int           `mapstructure:"queue_batches"`
+	OutboxMaxBytes  int64         `mapstructure:"outbox_max_bytes"`
+	// MaxRebuilds is how many rebuilds (POST /v1/rollups/rebuild) may run
+	// at once; one more is answered 503.
+	MaxRebuilds int `mapstructure:"max_rebuilds"`
+	// RebuildTimeout bounds one rebuild; its range is bounded by
+	// read.max_days.
+	RebuildTimeout time.Duration  `mapstructure:"rebuild_timeout"`
+	ClickHouse     chstore.Config `mapstructure:"clickhouse"`
 }
 
 // DefaultConfig returns the defaults: rollups on, kept in the embedded store
@@ -75,6 +81,7 @@ func DefaultConfig() Config {
 	return Config{
 		Enabled: true, AllowedLateness: time.Minute, KeepClosed: 10 * time.Minute, MaxWindows: 1_000_000,
 		FlushInterval: time.Second, BatchRows: 50_000, QueueBatches: 1024, OutboxMaxBytes: 1 << 30,
+		MaxRebuilds: 1, RebuildTimeout: time.Hour,
 		ClickHouse: chstore.DefaultConfig(),
 	}
 }
@@ -96,6 +103,12 @@ func (c Config) Validate() error {
 	}
 	if c.OutboxMaxBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("rollups.outbox_max_bytes: must be at least 1048576, got %d", c.OutboxMaxBytes))
+	}
+	if c.MaxRebuilds < 1 || c.MaxRebuilds > 64 {
+		errs = append(errs, fmt.Errorf("rollups.max_rebuilds: must be 1..64, got %d", c.MaxRebuilds))
+	}
+	if c.RebuildTimeout < time.Second || c.RebuildTimeout > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("rollups.rebuild_timeout: must be 1s..24h, got %s", c.RebuildTimeout))
 	}
 	if err := c.ClickHouse.Validate("rollups.clickhouse."); err != nil {
 		errs = append(errs, err)

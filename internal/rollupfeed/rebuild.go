@@ -42,8 +42,17 @@ type RebuildResult = wire.RebuildResult
 // replaces what the backend holds there: the recomputed rows are written
 // with writer rollup.RebuildWriter and version, and every other live row of
 // those minutes gets a tombstone of that version. version must be higher
-// than any version written before (the current time in ns).
-func Rebuild(ctx context.Context, raw Raw, dst Backend, tenant, device string, from, to int64, version uint64, progress func(Progress)) (RebuildResult, error) {
+// than any version written before (the current time in ns). from and to
+// must lie in the valid time range (model.CheckTime), at most maxDays UTC
+// days apart; the rebuild stops when ctx ends.
+func Rebuild(ctx context.Context, raw Raw, dst Backend, tenant, device string, from, to int64, maxDays int, version uint64, progress func(Progress)) (RebuildResult, error) {
+	days, err := model.SpanDays(from, to)
+	if err != nil {
+		return RebuildResult{}, fmt.Errorf("rebuild range: %w", err)
+	}
+	if days > int64(maxDays) {
+		return RebuildResult{}, fmt.Errorf("rebuild range: spans %d days, more than %d", days, maxDays)
+	}
 	from = rollup.MinuteOf(from)
 	if m := rollup.MinuteOf(to); m < to {
 		to = m + rollup.MinuteMillis
@@ -54,6 +63,9 @@ func Rebuild(ctx context.Context, raw Raw, dst Backend, tenant, device string, f
 	}
 	var jobs []job
 	for day := model.DayOf(from); day.Start() < to; day++ {
+		if err := ctx.Err(); err != nil {
+			return RebuildResult{}, err
+		}
 		devs, err := devicesOf(ctx, raw, dst, tenant, day, device)
 		if err != nil {
 			return RebuildResult{}, err
@@ -64,6 +76,9 @@ func Rebuild(ctx context.Context, raw Raw, dst Backend, tenant, device string, f
 	}
 	var res RebuildResult
 	for i, j := range jobs {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
 		lo, hi := max(from, j.day.Start()), min(to, j.day.End())
 		readings, err := readAll(ctx, raw, tenant, j.device, lo, hi)
 		if err != nil {
