@@ -38,7 +38,6 @@ import (
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/sluicehq/sluice/internal/lograte"
@@ -220,7 +219,7 @@ func Start(cfg Config, opts Options, logger *slog.Logger) (*Broker, error) {
 			return fail(fmt.Errorf("listen on %s (mqtt.embedded.listen): %w", cfg.Listen, err))
 		}
 		b.addr = ln.Addr()
-		if err := srv.AddListener(listeners.NewNet("sluice-tcp", deadlineListener{ln, timeout})); err != nil {
+		if err := srv.AddListener(&listener{id: "sluice-tcp", ln: ln, timeout: timeout}); err != nil {
 			_ = ln.Close()
 			return fail(fmt.Errorf("listen on %s (mqtt.embedded.listen): %w", b.addr, err))
 		}
@@ -234,7 +233,7 @@ func Start(cfg Config, opts Options, logger *slog.Logger) (*Broker, error) {
 			return fail(fmt.Errorf("listen on %s (mqtt.embedded.tls_listen): %w", cfg.TLSListen, err))
 		}
 		b.tlsAdr = ln.Addr()
-		if err := srv.AddListener(listeners.NewNet("sluice-tls", tls.NewListener(deadlineListener{ln, timeout}, opts.TLS))); err != nil {
+		if err := srv.AddListener(&listener{id: "sluice-tls", ln: ln, tls: opts.TLS, timeout: timeout}); err != nil {
 			_ = ln.Close()
 			return fail(fmt.Errorf("listen on %s (mqtt.embedded.tls_listen): %w", b.tlsAdr, err))
 		}
@@ -256,31 +255,6 @@ func addrString(a net.Addr) string {
 		return ""
 	}
 	return a.String()
-}
-
-// deadlineListener gives every connection it accepts a time to finish its
-// TLS handshake and send CONNECT, so that a client that opens connections
-// and says nothing holds nothing for long.
-type deadlineListener struct {
-	net.Listener
-	timeout time.Duration
-}
-
-// Accept returns the next connection whose deadline could be set; mochi
-// stops listening at the first error, so one connection that fails (e.g.
-// was reset already) is closed and skipped instead.
-func (l deadlineListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if err := c.SetDeadline(time.Now().Add(l.timeout)); err != nil {
-			_ = c.Close()
-			continue
-		}
-		return c, nil
-	}
 }
 
 // Close stops the listener and disconnects every client. The messages being
