@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rollupfeed"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
+	"github.com/sluicehq/sluice/internal/tlsconf"
 )
 
 // Config is the whole gateway configuration.
@@ -53,6 +54,8 @@ type HTTP struct {
 	WriteTimeout         time.Duration `mapstructure:"write_timeout"`
 	IdleTimeout          time.Duration `mapstructure:"idle_timeout"`
 	ShutdownTimeout      time.Duration `mapstructure:"shutdown_timeout"`
+	// TLS, when its cert_file is set, makes the listener serve HTTPS only.
+	TLS tlsconf.Config `mapstructure:"tls"`
 }
 
 // Token maps one bearer token to its tenant.
@@ -113,7 +116,7 @@ func Default() Config {
 		HTTP: HTTP{
 			Addr: "127.0.0.1:8080", MaxBodyBytes: 16 << 20, MaxDecompressedBytes: 64 << 20,
 			ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
-			ShutdownTimeout: 30 * time.Second,
+			ShutdownTimeout: 30 * time.Second, TLS: tlsconf.DefaultConfig(),
 		},
 		Auth: Auth{Tokens: []Token{{Token: DevToken, Tenant: "dev"}}},
 		Limits: Limits{
@@ -350,6 +353,9 @@ func (c Config) Validate() error {
 		if d.v <= 0 {
 			bad("%s: must be a positive duration, got %s", d.key, d.v)
 		}
+	}
+	if err := c.HTTP.TLS.Validate("http.tls"); err != nil {
+		errs = append(errs, err)
 	}
 	if len(c.Auth.Tokens) == 0 {
 		bad("auth.tokens: at least one token=tenant is required")
