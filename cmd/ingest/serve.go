@@ -71,7 +71,13 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		Horizon: horizon(cfg.Retention),
 	}, sk, time.Now, logger.With("component", "http"), reg)
 	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), readapi.WithSettle(sk.Settle))
-	stopMQTT, err := startMQTT(cfg, sk, logger, reg)
+	certs := newCertSources(logger.With("component", "tls"), reg)
+	httpTLS, err := certs.serverConfig(cfg.HTTP.TLS)
+	if err != nil {
+		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
+		return fmt.Errorf("http.tls: %w", err)
+	}
+	stopMQTT, err := startMQTT(cfg, sk, certs, logger, reg)
 	if err != nil {
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
 		return err
@@ -108,10 +114,16 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		WriteTimeout:      cfg.HTTP.WriteTimeout,
 		IdleTimeout:       cfg.HTTP.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		TLSConfig:         httpTLS,
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	logger.Info("gateway ready", "http_addr", ln.Addr().String(), "startup", time.Since(start).Round(time.Millisecond))
+	if httpTLS != nil {
+		// The certificate comes from TLSConfig.GetCertificate.
+		go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { serveErr <- srv.Serve(ln) }()
+	}
+	logger.Info("gateway ready", "http_addr", ln.Addr().String(), "tls", httpTLS != nil, "startup", time.Since(start).Round(time.Millisecond))
 	if onListen != nil {
 		onListen(ln.Addr().String())
 	}
