@@ -90,9 +90,9 @@ mqtt:
 	}
 
 	// MQTT over TLS with paho, as the device account with a client certificate.
-	o := mqtt.NewClientOptions().AddBroker("ssl://"+brokerAddr).SetClientID("e2e-tls-"+mqttDevice).
+	o := mqtt.NewClientOptions().AddBroker("ssl://" + brokerAddr).SetClientID("e2e-tls-" + mqttDevice).
 		SetUsername(mqttDevice).SetPassword(mqttPassword).SetCleanSession(true).SetAutoReconnect(false).
-		SetConnectTimeout(5*time.Second).SetWriteTimeout(5*time.Second).
+		SetConnectTimeout(5 * time.Second).SetWriteTimeout(5 * time.Second).
 		SetTLSConfig(&tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{clientCert}, ServerName: "127.0.0.1"})
 	dev := mqtt.NewClient(o)
 	if tok := dev.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
@@ -103,8 +103,8 @@ mqtt:
 		t.Fatal("reading published over TLS not acknowledged")
 	}
 	// Without a client certificate the broker accepts no session.
-	o2 := mqtt.NewClientOptions().AddBroker("ssl://"+brokerAddr).SetClientID("e2e-tls-nocert").
-		SetUsername(mqttDevice).SetPassword(mqttPassword).SetAutoReconnect(false).SetConnectTimeout(5*time.Second).
+	o2 := mqtt.NewClientOptions().AddBroker("ssl://" + brokerAddr).SetClientID("e2e-tls-nocert").
+		SetUsername(mqttDevice).SetPassword(mqttPassword).SetAutoReconnect(false).SetConnectTimeout(5 * time.Second).
 		SetTLSConfig(&tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"})
 	nocert := mqtt.NewClient(o2)
 	if tok := nocert.Connect(); tok.WaitTimeout(10*time.Second) && tok.Error() == nil {
