@@ -113,7 +113,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		ReadHeaderTimeout: 10 * time.Second,
 		WriteTimeout:      cfg.HTTP.WriteTimeout,
 		IdleTimeout:       cfg.HTTP.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ErrorLog:          httpErrorLog(logger, reg),
 		TLSConfig:         httpTLS,
 	}
 	serveErr := make(chan error, 1)

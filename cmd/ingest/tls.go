@@ -2,10 +2,14 @@ package main
 
 import (
 	"crypto/tls"
+	"log"
 	"log/slog"
+	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/lograte"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 )
 
@@ -39,4 +43,39 @@ func (s *certSources) serverConfig(c tlsconf.Config) (*tls.Config, error) {
 		s.byPair[pair] = r
 	}
 	return c.ServerConfig(r)
+}
+
+// httpErrorLog is the HTTP server's error log: its lines go to logger at
+// warn level, except that the TLS handshake failures, which any client can
+// cause (scanners, plain HTTP on the HTTPS port, a refused client
+// certificate), are counted and logged at most once a second.
+func httpErrorLog(logger *slog.Logger, reg prometheus.Registerer) *log.Logger {
+	w := &httpErrorWriter{logger: logger, limit: &lograte.Limiter{Every: time.Second},
+		handshakes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_http_tls_handshake_errors_total",
+			Help: "TLS handshakes of the HTTP listener that failed (bad or missing client certificate, plain HTTP, old TLS versions, dropped connections).",
+		})}
+	if reg != nil {
+		reg.MustRegister(w.handshakes)
+	}
+	return log.New(w, "", 0)
+}
+
+type httpErrorWriter struct {
+	logger     *slog.Logger
+	limit      *lograte.Limiter
+	handshakes prometheus.Counter
+}
+
+func (w *httpErrorWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if !strings.Contains(msg, "TLS handshake error") {
+		w.logger.Warn(msg)
+		return len(p), nil
+	}
+	w.handshakes.Inc()
+	if ok, dropped := w.limit.Allow(time.Now()); ok {
+		w.logger.Warn(msg, "similar_messages_not_logged", dropped)
+	}
+	return len(p), nil
 }
