@@ -162,7 +162,8 @@ mqtt:
 }
 
 func httpsClient(tc *tls.Config) *http.Client {
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+	// ForceAttemptHTTP2: the client offers HTTP/2; the gateway answers in HTTP/1.1.
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}}
 }
 
 func postWith(t *testing.T, hc *http.Client, url, ndjson string) (int, string) {
@@ -179,6 +180,9 @@ func postWith(t *testing.T, hc *http.Client, url, ndjson string) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	if strings.HasPrefix(url, "https:") && resp.Proto != "HTTP/1.1" {
+		t.Errorf("POST %s answered in %s, want HTTP/1.1", url, resp.Proto)
+	}
 	return resp.StatusCode, string(b)
 }
 

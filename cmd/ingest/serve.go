@@ -116,6 +116,12 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		ErrorLog:          httpErrorLog(logger, reg),
 		TLSConfig:         httpTLS,
 	}
+	// HTTP/1.1 only, over TLS as on plain HTTP: the timeouts and limits
+	// above assume one request at a time per connection, and HTTP/2 would
+	// add a second protocol (many streams per connection) for a hostile
+	// client to work on.
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
 	serveErr := make(chan error, 1)
 	if httpTLS != nil {
 		// The certificate comes from TLSConfig.GetCertificate.
