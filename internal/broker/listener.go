@@ -23,6 +23,9 @@ type listener struct {
 	timeout time.Duration
 	log     *slog.Logger
 	once    sync.Once
+	mu      sync.Mutex     // orders conns.Add before conns.Wait
+	closed  bool           // under mu
+	conns   sync.WaitGroup // connection goroutines
 }
 
 var _ listeners.Listener = (*listener)(nil)
@@ -50,7 +53,16 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 		if l.tls != nil {
 			c = tls.Server(c, l.tls)
 		}
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		l.conns.Add(1)
+		l.mu.Unlock()
 		go func() {
+			defer l.conns.Done()
 			if err := establish(l.id, c); err != nil {
 				l.log.Debug("mqtt connection ended", "listener", l.id, "remote", c.RemoteAddr().String(), "err", err)
 			}
@@ -58,10 +70,17 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 	}
 }
 
-// Close stops accepting and has mochi disconnect the listener's clients.
+// Close stops accepting, has mochi disconnect the listener's clients, and
+// waits for every connection to end: those that have not sent CONNECT yet
+// end by their deadline. (mochi waits for them too, but its wait is not
+// ordered after the goroutines that registered with it; this one is.)
 func (l *listener) Close(closeClients listeners.CloseFn) {
 	l.once.Do(func() {
 		_ = l.ln.Close()
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
 		closeClients(l.id)
+		l.conns.Wait()
 	})
 }

@@ -206,3 +206,33 @@ func TestValidateTLSListener(t *testing.T) {
 		})
 	}
 }
+
+// Close does not wait on a connection that never sent CONNECT for longer
+// than the connect timeout (mochi waits for every connection it was handed,
+// and one that says nothing used to hold Close for ever).
+func TestCloseWithSilentConnection(t *testing.T) {
+	b, err := Start(Config{Enabled: true, Listen: "127.0.0.1:0", AllowAnonymous: true}, Options{
+		Dir: t.TempDir(), ConnectTimeout: 500 * time.Millisecond,
+		TopicOf: func(User) string { return "" }, Anonymous: func(string) bool { return true },
+		Receive: func(context.Context, string, []byte) error { return nil },
+	}, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", b.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	time.Sleep(100 * time.Millisecond) // let the broker accept it
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second): // generous: the bound is 500ms
+		t.Fatal("Close still waiting on a silent connection after 10s")
+	}
+}
