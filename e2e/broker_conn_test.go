@@ -21,5 +21,5 @@ func TestMQTTSilentConnectionDoesNotHoldShutdown(t *testing.T) {
 	}
 	defer conn.Close()
 	time.Sleep(100 * time.Millisecond) // let the broker accept it
-	g.stop()                            // fails after 30s
+	g.stop()                           // fails after 30s
 }
