@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"time"
@@ -34,13 +35,13 @@ func mqttBuckets(cfg *config.Config, logger *slog.Logger) {
 // drains, since both write through the sink: the subscription's last writes,
 // and the broker's publish hook (which must not be left waiting on a closed
 // sink, and whose listener must be closed before the sink is).
-func startMQTT(cfg config.Config, sk *sink.Sink, logger *slog.Logger, reg prometheus.Registerer) (func(timeout time.Duration), error) {
+func startMQTT(cfg config.Config, sk *sink.Sink, certs *certSources, logger *slog.Logger, reg prometheus.Registerer) (func(timeout time.Duration), error) {
 	mc := cfg.MQTT
 	if !mc.Active() {
 		return func(time.Duration) {}, nil
 	}
 	if mc.Embedded.Enabled {
-		return startEmbeddedBroker(cfg, sk, logger, reg)
+		return startEmbeddedBroker(cfg, sk, certs, logger, reg)
 	}
 	in, err := mqttingest.New(mc, sk, cfg.Limits.Decode(), time.Now, logger.With("component", "mqtt"), reg)
 	if err == nil {
@@ -66,14 +67,20 @@ func startMQTT(cfg config.Config, sk *sink.Sink, logger *slog.Logger, reg promet
 // acknowledges it. Its stop function closes the listener and every
 // connection; the messages being stored then are not acknowledged, and the
 // devices send them again.
-func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, logger *slog.Logger, reg prometheus.Registerer) (func(time.Duration), error) {
+func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, certs *certSources, logger *slog.Logger, reg prometheus.Registerer) (func(time.Duration), error) {
 	mc := cfg.MQTT
+	tc, err := certs.serverConfig(mc.Embedded.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("mqtt.embedded.tls: %w", err)
+	}
 	rc, err := mqttingest.NewReceiver(mc, sk, cfg.Limits.Decode(), time.Now, logger.With("component", "mqtt"), reg)
 	if err != nil {
 		return nil, err
 	}
 	rc.SetHorizon(horizon(cfg.Retention))
-	b, err := broker.Start(mc.Embedded, rc.BrokerOptions(filepath.Join(cfg.DataDir, "broker")), logger.With("component", "mqtt-broker"))
+	opts := rc.BrokerOptions(filepath.Join(cfg.DataDir, "broker"))
+	opts.TLS = tc
+	b, err := broker.Start(mc.Embedded, opts, logger.With("component", "mqtt-broker"))
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +88,7 @@ func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, logger *slog.Logger, 
 		logger.Warn("THE EMBEDDED MQTT BROKER ACCEPTS ANONYMOUS CLIENTS: anyone who reaches it can publish readings for any device; set mqtt.embedded.users and allow_anonymous: false before exposing it",
 			"listen", b.Addr())
 	}
-	logger.Info("embedded mqtt broker listening", "addr", b.Addr(), "accounts", len(mc.Embedded.Users))
+	logger.Info("embedded mqtt broker listening", "addr", b.Addr(), "tls_addr", b.TLSAddr(), "accounts", len(mc.Embedded.Users))
 	return func(time.Duration) {
 		if err := b.Close(); err != nil {
 			logger.Error("close embedded mqtt broker", "err", err)

@@ -79,7 +79,13 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	}
 	readOpts := []readapi.Option{readapi.WithConfig(cfg.Read), readapi.WithCursorKeys(keys)}
 	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), append(readOpts, readapi.WithSettle(sk.Settle))...)
-	stopMQTT, err := startMQTT(cfg, sk, logger, reg)
+	certs := newCertSources(logger.With("component", "tls"), reg)
+	httpTLS, err := certs.serverConfig(cfg.HTTP.TLS)
+	if err != nil {
+		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
+		return fmt.Errorf("http.tls: %w", err)
+	}
+	stopMQTT, err := startMQTT(cfg, sk, certs, logger, reg)
 	if err != nil {
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
 		return err
@@ -115,11 +121,23 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		ReadHeaderTimeout: 10 * time.Second,
 		WriteTimeout:      cfg.HTTP.WriteTimeout,
 		IdleTimeout:       cfg.HTTP.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ErrorLog:          httpErrorLog(logger, reg),
+		TLSConfig:         httpTLS,
 	}
+	// HTTP/1.1 only, over TLS as on plain HTTP: the timeouts and limits
+	// above assume one request at a time per connection, and HTTP/2 would
+	// add a second protocol (many streams per connection) for a hostile
+	// client to work on.
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	logger.Info("gateway ready", "http_addr", ln.Addr().String(), "startup", time.Since(start).Round(time.Millisecond))
+	if httpTLS != nil {
+		// The certificate comes from TLSConfig.GetCertificate.
+		go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { serveErr <- srv.Serve(ln) }()
+	}
+	logger.Info("gateway ready", "http_addr", ln.Addr().String(), "tls", httpTLS != nil, "startup", time.Since(start).Round(time.Millisecond))
 	if onListen != nil {
 		onListen(ln.Addr().String())
 	}

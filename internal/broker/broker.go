@@ -28,6 +28,7 @@ package broker
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,10 +38,10 @@ import (
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/sluicehq/sluice/internal/lograte"
+	"github.com/sluicehq/sluice/internal/tlsconf"
 )
 
 // Config is mqtt.embedded.* in the gateway configuration.
@@ -48,8 +49,15 @@ type Config struct {
 	// Enabled starts the embedded broker; the gateway then stores what
 	// devices publish to it instead of subscribing to mqtt.brokers.
 	Enabled bool `mapstructure:"enabled"`
-	// Listen is the TCP address devices connect to.
+	// Listen is the TCP address devices connect to in plain MQTT; empty
+	// for none (TLS only).
 	Listen string `mapstructure:"listen"`
+	// TLSListen, when set, is the TCP address of a second listener that
+	// speaks MQTT over TLS with the certificate of TLS.
+	TLSListen string `mapstructure:"tls_listen"`
+	// TLS is the TLS listener's certificate (reloaded when its files
+	// change) and client certificate verification.
+	TLS tlsconf.Config `mapstructure:"tls"`
 	// AllowAnonymous lets clients without credentials publish to any topic
 	// that matches mqtt.topic_template. For development only.
 	AllowAnonymous bool `mapstructure:"allow_anonymous"`
@@ -69,9 +77,9 @@ type User struct {
 }
 
 // DefaultConfig returns the defaults: disabled, loopback port 1883, no
-// accounts.
+// TLS listener, no accounts.
 func DefaultConfig() Config {
-	return Config{Listen: "127.0.0.1:1883", Users: []User{}}
+	return Config{Listen: "127.0.0.1:1883", TLS: tlsconf.DefaultConfig(), Users: []User{}}
 }
 
 // Validate reports every bad setting.
@@ -80,8 +88,28 @@ func (c Config) Validate() error {
 		return nil
 	}
 	var errs []error
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		errs = append(errs, fmt.Errorf("mqtt.embedded.listen: %q is not host:port", c.Listen))
+	switch {
+	case c.Listen == "" && c.TLSListen == "":
+		errs = append(errs, errors.New("mqtt.embedded.listen: must be set (host:port) unless mqtt.embedded.tls_listen is"))
+	case c.Listen != "":
+		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+			errs = append(errs, fmt.Errorf("mqtt.embedded.listen: %q is not host:port", c.Listen))
+		}
+	}
+	if c.TLSListen != "" {
+		if _, _, err := net.SplitHostPort(c.TLSListen); err != nil {
+			errs = append(errs, fmt.Errorf("mqtt.embedded.tls_listen: %q is not host:port", c.TLSListen))
+		} else if c.TLSListen == c.Listen {
+			errs = append(errs, fmt.Errorf("mqtt.embedded.tls_listen: %q is also mqtt.embedded.listen", c.TLSListen))
+		}
+		if !c.TLS.Enabled() {
+			errs = append(errs, errors.New("mqtt.embedded.tls.cert_file: must be set (with key_file) when mqtt.embedded.tls_listen is"))
+		}
+	} else if c.TLS.Enabled() {
+		errs = append(errs, errors.New("mqtt.embedded.tls_listen: must be set (host:port, e.g. 0.0.0.0:8883) to serve mqtt.embedded.tls.cert_file"))
+	}
+	if err := c.TLS.Validate("mqtt.embedded.tls"); err != nil {
+		errs = append(errs, err)
 	}
 	seen := map[string]bool{}
 	for i, u := range c.Users {
@@ -123,12 +151,24 @@ type Options struct {
 	Anonymous func(topic string) bool
 	// Receive stores each message before the device is acknowledged.
 	Receive ReceiveFunc
+	// TLS is the server configuration of the TLS listener (Config.TLSListen),
+	// built by the caller from Config.TLS.
+	TLS *tls.Config
+	// ConnectTimeout bounds the time from accepting a connection to
+	// reading its CONNECT packet, TLS handshake included (mochi then sets
+	// the deadlines the client's keep-alive asks for). 0 means
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration
 }
+
+// DefaultConnectTimeout is the default of Options.ConnectTimeout.
+const DefaultConnectTimeout = 10 * time.Second
 
 // Broker is a running embedded broker.
 type Broker struct {
 	srv    *mqtt.Server
-	addr   net.Addr
+	addr   net.Addr // nil without a plain listener
+	tlsAdr net.Addr // nil without a TLS listener
 	cancel context.CancelFunc
 	once   sync.Once
 }
@@ -167,25 +207,55 @@ func Start(cfg Config, opts Options, logger *slog.Logger) (*Broker, error) {
 	if err := srv.AddHook(st, nil); err != nil {
 		return fail(fmt.Errorf("add broker publish hook: %w", err))
 	}
-	// Bind first, so that a busy port is reported now and port 0 works.
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fail(fmt.Errorf("listen on %s (mqtt.embedded.listen): %w", cfg.Listen, err))
+	// Bind here, so that a busy port is reported now and port 0 works.
+	b := &Broker{srv: srv, cancel: cancel}
+	timeout := opts.ConnectTimeout
+	if timeout <= 0 {
+		timeout = DefaultConnectTimeout
 	}
-	addr := ln.Addr()
-	_ = ln.Close()
-	tcp := listeners.NewTCP(listeners.Config{Type: "tcp", ID: "sluice-tcp", Address: addr.String()})
-	if err := srv.AddListener(tcp); err != nil {
-		return fail(fmt.Errorf("listen on %s (mqtt.embedded.listen): %w", addr, err))
+	if cfg.Listen != "" {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return fail(fmt.Errorf("listen on %s (mqtt.embedded.listen): %w", cfg.Listen, err))
+		}
+		b.addr = ln.Addr()
+		if err := srv.AddListener(&listener{id: "sluice-tcp", ln: ln, timeout: timeout}); err != nil {
+			_ = ln.Close()
+			return fail(fmt.Errorf("listen on %s (mqtt.embedded.listen): %w", b.addr, err))
+		}
+	}
+	if cfg.TLSListen != "" {
+		if opts.TLS == nil {
+			return fail(errors.New("start embedded broker: mqtt.embedded.tls_listen is set and no TLS configuration was given"))
+		}
+		ln, err := net.Listen("tcp", cfg.TLSListen)
+		if err != nil {
+			return fail(fmt.Errorf("listen on %s (mqtt.embedded.tls_listen): %w", cfg.TLSListen, err))
+		}
+		b.tlsAdr = ln.Addr()
+		if err := srv.AddListener(&listener{id: "sluice-tls", ln: ln, tls: opts.TLS, timeout: timeout}); err != nil {
+			_ = ln.Close()
+			return fail(fmt.Errorf("listen on %s (mqtt.embedded.tls_listen): %w", b.tlsAdr, err))
+		}
 	}
 	if err := srv.Serve(); err != nil {
 		return fail(fmt.Errorf("start embedded broker: %w", err))
 	}
-	return &Broker{srv: srv, addr: addr, cancel: cancel}, nil
+	return b, nil
 }
 
-// Addr returns the address the broker listens on.
-func (b *Broker) Addr() string { return b.addr.String() }
+// Addr returns the address of the plain listener, or "" without one.
+func (b *Broker) Addr() string { return addrString(b.addr) }
+
+// TLSAddr returns the address of the TLS listener, or "" without one.
+func (b *Broker) TLSAddr() string { return addrString(b.tlsAdr) }
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
 
 // Close stops the listener and disconnects every client. The messages being
 // stored at that moment are not acknowledged: their Receive context is

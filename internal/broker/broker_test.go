@@ -60,6 +60,12 @@ func dialRaw(t *testing.T, addr string, version byte, id string) *rawClient {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return connectRaw(t, conn, version, id)
+}
+
+// connectRaw sends CONNECT on conn and expects a CONNACK accepting it.
+func connectRaw(t *testing.T, conn net.Conn, version byte, id string) *rawClient {
+	t.Helper()
 	t.Cleanup(func() { _ = conn.Close() })
 	c := &rawClient{conn: conn, r: bufio.NewReader(conn), version: version}
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connect}, ProtocolVersion: version,

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rollupfeed"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
+	"github.com/sluicehq/sluice/internal/tlsconf"
 )
 
 // Config is the whole gateway configuration.
@@ -55,6 +56,8 @@ type HTTP struct {
 	WriteTimeout         time.Duration `mapstructure:"write_timeout"`
 	IdleTimeout          time.Duration `mapstructure:"idle_timeout"`
 	ShutdownTimeout      time.Duration `mapstructure:"shutdown_timeout"`
+	// TLS, when its cert_file is set, makes the listener serve HTTPS only.
+	TLS tlsconf.Config `mapstructure:"tls"`
 }
 
 // Token maps one bearer token to its tenant.
@@ -115,7 +118,7 @@ func Default() Config {
 		HTTP: HTTP{
 			Addr: "127.0.0.1:8080", MaxBodyBytes: 16 << 20, MaxDecompressedBytes: 64 << 20,
 			ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
-			ShutdownTimeout: 30 * time.Second,
+			ShutdownTimeout: 30 * time.Second, TLS: tlsconf.DefaultConfig(),
 		},
 		Read: readapi.DefaultConfig(),
 		Auth: Auth{Tokens: []Token{{Token: DevToken, Tenant: "dev"}}},
@@ -359,6 +362,9 @@ func (c Config) Validate() error {
 	}
 	if c.Read.Timeout > 0 && c.HTTP.WriteTimeout > 0 && c.Read.Timeout >= c.HTTP.WriteTimeout {
 		bad("read.timeout: must be shorter than http.write_timeout (%s), got %s", c.HTTP.WriteTimeout, c.Read.Timeout)
+	}
+	if err := c.HTTP.TLS.Validate("http.tls"); err != nil {
+		errs = append(errs, err)
 	}
 	if len(c.Auth.Tokens) == 0 {
 		bad("auth.tokens: at least one token=tenant is required")

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/retention"
+	"github.com/sluicehq/sluice/internal/tlsconf/tlstest"
 )
 
 func TestDefaultsAreValid(t *testing.T) {
@@ -217,5 +218,46 @@ func TestRetentionRefusals(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestTLSSettings(t *testing.T) {
+	t.Chdir(t.TempDir())
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "test CA")
+	certFile, keyFile := ca.Server(t, "gateway").Write(t, dir, "gateway")
+	caFile := ca.WriteCA(t, dir, "ca.pem")
+	got, _, err := Load("", []string{
+		"SLUICE_HTTP_TLS_CERT_FILE=" + certFile, "SLUICE_HTTP_TLS_KEY_FILE=" + keyFile,
+		"SLUICE_HTTP_TLS_CLIENT_AUTH=require", "SLUICE_HTTP_TLS_CLIENT_CA_FILE=" + caFile,
+		"SLUICE_HTTP_TLS_RELOAD_INTERVAL=2s",
+		"SLUICE_MQTT_EMBEDDED_ENABLED=true", "SLUICE_MQTT_EMBEDDED_ALLOW_ANONYMOUS=true",
+		"SLUICE_MQTT_EMBEDDED_LISTEN=", "SLUICE_MQTT_EMBEDDED_TLS_LISTEN=0.0.0.0:8883",
+		"SLUICE_MQTT_EMBEDDED_TLS_CERT_FILE=" + certFile, "SLUICE_MQTT_EMBEDDED_TLS_KEY_FILE=" + keyFile,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.HTTP.TLS.CertFile, want.HTTP.TLS.KeyFile = certFile, keyFile
+	want.HTTP.TLS.ClientAuth, want.HTTP.TLS.ClientCAFile, want.HTTP.TLS.ReloadInterval = "require", caFile, 2*time.Second
+	want.MQTT.Embedded.Enabled, want.MQTT.Embedded.AllowAnonymous = true, true
+	want.MQTT.Embedded.Listen, want.MQTT.Embedded.TLSListen = "", "0.0.0.0:8883"
+	want.MQTT.Embedded.TLS.CertFile, want.MQTT.Embedded.TLS.KeyFile = certFile, keyFile
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+
+	for _, tt := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"SLUICE_HTTP_TLS_CERT_FILE=" + certFile}, "http.tls.key_file: must be set with cert_file"},
+		{[]string{"SLUICE_HTTP_TLS_CERT_FILE=" + certFile, "SLUICE_HTTP_TLS_KEY_FILE=" + caFile}, "http.tls.cert_file, key_file: "},
+		{[]string{"SLUICE_HTTP_TLS_CLIENT_AUTH=always"}, `http.tls.client_auth: "always" is not one of none, request, require`},
+	} {
+		if _, _, err := Load("", tt.env); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: error %v, want one containing %q", tt.env, err, tt.want)
+		}
 	}
 }
