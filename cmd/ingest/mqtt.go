@@ -34,17 +34,18 @@ func mqttBuckets(cfg *config.Config, logger *slog.Logger) {
 // drains, since both write through the sink: the subscription's last writes,
 // and the broker's publish hook (which must not be left waiting on a closed
 // sink, and whose listener must be closed before the sink is).
-func startMQTT(cfg config.Config, sk *sink.Sink, logger *slog.Logger, reg prometheus.Registerer) (func(timeout time.Duration), error) {
+func startMQTT(cfg config.Config, sk *sink.Sink, q mqttingest.Limiter, logger *slog.Logger, reg prometheus.Registerer) (func(timeout time.Duration), error) {
 	mc := cfg.MQTT
 	if !mc.Active() {
 		return func(time.Duration) {}, nil
 	}
 	if mc.Embedded.Enabled {
-		return startEmbeddedBroker(cfg, sk, logger, reg)
+		return startEmbeddedBroker(cfg, sk, q, logger, reg)
 	}
 	in, err := mqttingest.New(mc, sk, cfg.Limits.Decode(), time.Now, logger.With("component", "mqtt"), reg)
 	if err == nil {
 		in.SetHorizon(horizon(cfg.Retention))
+		in.SetLimiter(q)
 		err = in.Start()
 	}
 	if err != nil {
@@ -66,13 +67,14 @@ func startMQTT(cfg config.Config, sk *sink.Sink, logger *slog.Logger, reg promet
 // acknowledges it. Its stop function closes the listener and every
 // connection; the messages being stored then are not acknowledged, and the
 // devices send them again.
-func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, logger *slog.Logger, reg prometheus.Registerer) (func(time.Duration), error) {
+func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, q mqttingest.Limiter, logger *slog.Logger, reg prometheus.Registerer) (func(time.Duration), error) {
 	mc := cfg.MQTT
 	rc, err := mqttingest.NewReceiver(mc, sk, cfg.Limits.Decode(), time.Now, logger.With("component", "mqtt"), reg)
 	if err != nil {
 		return nil, err
 	}
 	rc.SetHorizon(horizon(cfg.Retention))
+	rc.SetLimiter(q)
 	b, err := broker.Start(mc.Embedded, rc.BrokerOptions(filepath.Join(cfg.DataDir, "broker")), logger.With("component", "mqtt-broker"))
 	if err != nil {
 		return nil, err

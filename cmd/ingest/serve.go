@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpingest"
+	"github.com/sluicehq/sluice/internal/quota"
 	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/retention"
 	"github.com/sluicehq/sluice/internal/server"
@@ -66,12 +67,13 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	mqttBuckets(&cfg, logger)
 	cfg.Buckets.Reserve = buckets.DefaultReserve(cfg.Buckets)
 	sk := sink.New(cfg.Sink, cfg.Buckets, st, logger.With("component", "sink"), reg, ru.sinkOptions()...)
+	quotas := quota.New(cfg.Quotas, configuredTenants(cfg), time.Now, reg)
 	ingest := httpingest.New(httpingest.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxDecompressedBytes: cfg.HTTP.MaxDecompressedBytes, Limits: cfg.Limits.Decode(),
 		Horizon: horizon(cfg.Retention),
-	}, sk, time.Now, logger.With("component", "http"), reg)
+	}, quotas.Writer(sk), time.Now, logger.With("component", "http"), reg)
 	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), readapi.WithSettle(sk.Settle))
-	stopMQTT, err := startMQTT(cfg, sk, logger, reg)
+	stopMQTT, err := startMQTT(cfg, sk, quotas, logger, reg)
 	if err != nil {
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
 		return err
@@ -83,8 +85,9 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	}
 	var stopping atomic.Bool // readiness: false once shutdown begins
 	h := server.Handler(tokens, server.Routes{
-		PostReadings: ingest.Readings, PostAudit: ingest.Audit,
-		GetReadings: read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
+		PostReadings: quotas.Middleware(cfg.HTTP.MaxBodyBytes, ingest.Readings),
+		PostAudit:    quotas.Middleware(cfg.HTTP.MaxBodyBytes, ingest.Audit),
+		GetReadings:  read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Extra:   extraRoutes(ru.routes(), map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.DeadLetters(st, time.Now, logger.With("component", "read"))}),
 		Ready: func() error {
@@ -143,6 +146,21 @@ func shutdownSink(sk *sink.Sink, timeout time.Duration, logger *slog.Logger) {
 		return
 	}
 	logger.Info("write pipeline drained")
+}
+
+// configuredTenants lists the tenants the configuration names: they are
+// labelled by name in the quota metrics.
+func configuredTenants(cfg config.Config) []string {
+	var out []string
+	for _, t := range cfg.Auth.Tokens {
+		out = append(out, t.Tenant)
+	}
+	out = append(out, cfg.MQTT.Tenant)
+	out = append(out, cfg.MQTT.Tenants...)
+	for _, u := range cfg.MQTT.Embedded.Users {
+		out = append(out, u.Tenant)
+	}
+	return out
 }
 
 // extraRoutes merges the optional routes of the components.
