@@ -16,6 +16,7 @@ require (
 	github.com/valyala/fastjson v1.6.10
 	go.etcd.io/bbolt v1.3.11
 	golang.org/x/sync v0.24.0
+	golang.org/x/time v0.16.0
 )
 
 require (

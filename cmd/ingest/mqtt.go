@@ -35,17 +35,18 @@ func mqttBuckets(cfg *config.Config, logger *slog.Logger) {
 // drains, since both write through the sink: the subscription's last writes,
 // and the broker's publish hook (which must not be left waiting on a closed
 // sink, and whose listener must be closed before the sink is).
-func startMQTT(cfg config.Config, sk *sink.Sink, certs *certSources, logger *slog.Logger, reg prometheus.Registerer) (func(timeout time.Duration), error) {
+func startMQTT(cfg config.Config, sk *sink.Sink, certs *certSources, q mqttingest.Limiter, logger *slog.Logger, reg prometheus.Registerer) (func(timeout time.Duration), error) {
 	mc := cfg.MQTT
 	if !mc.Active() {
 		return func(time.Duration) {}, nil
 	}
 	if mc.Embedded.Enabled {
-		return startEmbeddedBroker(cfg, sk, certs, logger, reg)
+		return startEmbeddedBroker(cfg, sk, certs, q, logger, reg)
 	}
 	in, err := mqttingest.New(mc, sk, cfg.Limits.Decode(), time.Now, logger.With("component", "mqtt"), reg)
 	if err == nil {
 		in.SetHorizon(horizon(cfg.Retention))
+		in.SetLimiter(q)
 		err = in.Start()
 	}
 	if err != nil {
@@ -67,7 +68,7 @@ func startMQTT(cfg config.Config, sk *sink.Sink, certs *certSources, logger *slo
 // acknowledges it. Its stop function closes the listener and every
 // connection; the messages being stored then are not acknowledged, and the
 // devices send them again.
-func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, certs *certSources, logger *slog.Logger, reg prometheus.Registerer) (func(time.Duration), error) {
+func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, certs *certSources, q mqttingest.Limiter, logger *slog.Logger, reg prometheus.Registerer) (func(time.Duration), error) {
 	mc := cfg.MQTT
 	tc, err := certs.serverConfig(mc.Embedded.TLS)
 	if err != nil {
@@ -78,6 +79,7 @@ func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, certs *certSources, l
 		return nil, err
 	}
 	rc.SetHorizon(horizon(cfg.Retention))
+	rc.SetLimiter(q)
 	opts := rc.BrokerOptions(filepath.Join(cfg.DataDir, "broker"))
 	opts.TLS = tc
 	b, err := broker.Start(mc.Embedded, opts, logger.With("component", "mqtt-broker"))

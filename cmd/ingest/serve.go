@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/cursor"
 	"github.com/sluicehq/sluice/internal/httpingest"
+	"github.com/sluicehq/sluice/internal/quota"
 	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/retention"
 	"github.com/sluicehq/sluice/internal/server"
@@ -68,10 +69,11 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	mqttBuckets(&cfg, logger)
 	cfg.Buckets.Reserve = buckets.DefaultReserve(cfg.Buckets)
 	sk := sink.New(cfg.Sink, cfg.Buckets, st, logger.With("component", "sink"), reg, ru.sinkOptions()...)
+	quotas := quota.New(cfg.Quotas, configuredTenants(cfg), time.Now, reg)
 	ingest := httpingest.New(httpingest.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxDecompressedBytes: cfg.HTTP.MaxDecompressedBytes, Limits: cfg.Limits.Decode(),
 		Horizon: horizon(cfg.Retention),
-	}, sk, time.Now, logger.With("component", "http"), reg)
+	}, quotas.Writer(sk), time.Now, logger.With("component", "http"), reg)
 	keys, err := cursorKeys(cfg, logger)
 	if err != nil {
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
@@ -85,7 +87,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
 		return fmt.Errorf("http.tls: %w", err)
 	}
-	stopMQTT, err := startMQTT(cfg, sk, certs, logger, reg)
+	stopMQTT, err := startMQTT(cfg, sk, certs, quotas, logger, reg)
 	if err != nil {
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
 		return err
@@ -97,8 +99,9 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	}
 	var stopping atomic.Bool // readiness: false once shutdown begins
 	h := server.Handler(tokens, server.Routes{
-		PostReadings: ingest.Readings, PostAudit: ingest.Audit,
-		GetReadings: read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
+		PostReadings: quotas.Middleware(cfg.HTTP.MaxBodyBytes, ingest.Readings),
+		PostAudit:    quotas.Middleware(cfg.HTTP.MaxBodyBytes, ingest.Audit),
+		GetReadings:  read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Extra:   extraRoutes(ru.routes(), map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.DeadLetters(st, time.Now, logger.With("component", "read"), readOpts...)}),
 		Ready: func() error {
@@ -188,6 +191,21 @@ func cursorKeys(cfg config.Config, logger *slog.Logger) (*cursor.Keys, error) {
 		return nil, fmt.Errorf("read.cursor_key_file: %w", err)
 	}
 	return cursor.New(key)
+}
+
+// configuredTenants lists the tenants the configuration names: they are
+// labelled by name in the quota metrics.
+func configuredTenants(cfg config.Config) []string {
+	var out []string
+	for _, t := range cfg.Auth.Tokens {
+		out = append(out, t.Tenant)
+	}
+	out = append(out, cfg.MQTT.Tenant)
+	out = append(out, cfg.MQTT.Tenants...)
+	for _, u := range cfg.MQTT.Embedded.Users {
+		out = append(out, u.Tenant)
+	}
+	return out
 }
 
 // extraRoutes merges the optional routes of the components.

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/mqttingest"
+	"github.com/sluicehq/sluice/internal/quota"
 	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/retention"
 	"github.com/sluicehq/sluice/internal/rollupfeed"
@@ -45,6 +46,7 @@ type Config struct {
 	MQTT    mqttingest.Config `mapstructure:"mqtt"`
 
 	Retention retention.Config `mapstructure:"retention"`
+	Quotas    quota.Config     `mapstructure:"quotas"`
 }
 
 // HTTP configures the HTTP listener shared by ingest, read API and metrics.
@@ -134,6 +136,7 @@ func Default() Config {
 		MQTT:    mqttingest.DefaultConfig(),
 
 		Retention: retention.DefaultConfig(),
+		Quotas:    quota.DefaultConfig(),
 	}
 }
 
@@ -423,6 +426,12 @@ func (c Config) Validate() error {
 		bad("log.format: %q is not one of text, json", c.Log.Format)
 	}
 	if err := c.MQTT.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Quotas.Validate(quota.Bounds{
+		Rows:  quota.Bound{Key: "limits.max_rows", N: int64(c.Limits.MaxRows)},
+		Bytes: quota.Bound{Key: "http.max_body_bytes", N: c.HTTP.MaxBodyBytes},
+	}); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

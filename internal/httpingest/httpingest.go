@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/quota"
 	"github.com/sluicehq/sluice/internal/sink"
 )
 
@@ -120,7 +121,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 	}
 	if err := h.w.Write(r.Context(), req); err != nil {
 		var busy *sink.BusyError
+		var over *quota.ExceededError
 		switch {
+		case errors.As(err, &over):
+			h.m.rejected.WithLabelValues(kl, "quota").Inc()
+			httpx.TooMany(w, over.RetryAfter, quota.ExceededMessage(over))
 		case errors.As(err, &busy):
 			h.m.rejected.WithLabelValues(kl, "busy").Inc()
 			httpx.Busy(w, busy.RetryAfter, "nothing stored: "+busy.Error())

@@ -53,3 +53,11 @@ func Busy(w http.ResponseWriter, retryAfter time.Duration, msg string) {
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	Error(w, http.StatusServiceUnavailable, msg)
 }
+
+// TooMany writes 429 with Retry-After: the client is over its quota and
+// may try again after retryAfter, rounded up to whole seconds (at least 1).
+func TooMany(w http.ResponseWriter, retryAfter time.Duration, msg string) {
+	secs := max(1, int((retryAfter+time.Second-1)/time.Second))
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	Error(w, http.StatusTooManyRequests, msg)
+}

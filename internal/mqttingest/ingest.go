@@ -33,7 +33,11 @@
 //  2. The processor takes the messages waiting, decodes them (a message
 //     that cannot be stored becomes a dead letter), groups them by tenant
 //     and starts a write; at most maxWrites run at once.
-//  3. A write calls the sink. When the sink is busy, or fails, the write is
+//  3. A write first waits, one tenant's request at a time, until the tenant
+//     is within its quotas (SetLimiter); the wait holds the write's slot, so
+//     a tenant over quota slows the subscription, and, since messages are
+//     acknowledged in receive order, the messages received after its own.
+//     Then it calls the sink. When the sink is busy, or fails, the write is
 //     retried with backoff; its messages are never acknowledged before the
 //     sink returns nil, and never dropped.
 //  4. The acker acknowledges in receive order (above).
@@ -89,6 +93,11 @@ type Ingester struct {
 	ackDone  chan struct{} // closed when the acker exited
 	ctx      context.Context
 	cancel   context.CancelFunc
+	// quotaCtx bounds the waits for a tenant's quotas: it ends when Stop
+	// begins, since a write not started yet is not worth waiting for (its
+	// messages stay with the broker), unlike one in progress.
+	quotaCtx    context.Context
+	quotaCancel context.CancelFunc
 
 	subscribed     chan struct{} // closed after the first subscription succeeded
 	subscribedOnce sync.Once
@@ -125,6 +134,7 @@ func New(cfg Config, w Writer, lim decode.Limits, now func() time.Time, logger *
 		ackDone: make(chan struct{}), subscribed: make(chan struct{}),
 	}
 	in.ctx, in.cancel = context.WithCancel(context.Background())
+	in.quotaCtx, in.quotaCancel = context.WithCancel(in.ctx)
 	return in, nil
 }
 
@@ -307,7 +317,7 @@ func (in *Ingester) process() {
 				break fill
 			}
 		}
-		reqs := in.prepare(batch)
+		reqs, sizes := in.prepare(batch)
 		select {
 		case in.slots <- struct{}{}:
 		case <-in.stop:
@@ -318,7 +328,7 @@ func (in *Ingester) process() {
 			return
 		}
 		in.writes.Add(1)
-		go in.write(batch, reqs)
+		go in.write(batch, reqs, sizes)
 	}
 }
 
@@ -338,41 +348,47 @@ func (in *Ingester) abandonQueued() {
 	}
 }
 
-// prepare decodes a batch into one request per tenant.
-func (in *Ingester) prepare(batch []*item) []*sink.Request {
+// prepare decodes a batch into one request per tenant, and returns the
+// payload bytes of each request's messages.
+func (in *Ingester) prepare(batch []*item) ([]*sink.Request, []int) {
 	now := in.now()
-	byTenant := make(map[string]*sink.Request)
+	byTenant := make(map[string]int)
 	var reqs []*sink.Request
-	get := func(t string) *sink.Request {
-		r, ok := byTenant[t]
-		if !ok {
-			r = &sink.Request{Tenant: t}
-			byTenant[t] = r
-			reqs = append(reqs, r)
-		}
-		return r
-	}
+	var sizes []int
 	for _, it := range batch {
 		tenant, rs, dl := in.p.decode(it.msg.Topic(), it.msg.Payload(), it.recv, now)
-		r := get(tenant)
+		i, ok := byTenant[tenant]
+		if !ok {
+			i = len(reqs)
+			byTenant[tenant] = i
+			reqs = append(reqs, &sink.Request{Tenant: tenant})
+			sizes = append(sizes, 0)
+		}
+		r := reqs[i]
+		sizes[i] += len(it.msg.Payload())
 		if dl != nil {
 			r.DeadLetters = append(r.DeadLetters, *dl)
 			continue
 		}
 		r.Readings = append(r.Readings, rs...)
 	}
-	return reqs
+	return reqs, sizes
 }
 
-// write stores the requests of a batch, retrying until they are durable
-// or the ingester is stopped, then finishes its messages.
-func (in *Ingester) write(batch []*item, reqs []*sink.Request) {
+// write stores the requests of a batch, each once its tenant is within
+// its quotas, retrying until they are durable or the ingester is stopped,
+// then finishes its messages.
+func (in *Ingester) write(batch []*item, reqs []*sink.Request, sizes []int) {
 	defer func() {
 		<-in.slots
 		in.writes.Done()
 	}()
-	for _, r := range reqs {
-		if err := in.writeOne(r); err != nil {
+	for i, r := range reqs {
+		err := in.waitQuota(in.quotaCtx, r, sizes[i])
+		if err == nil {
+			err = in.writeOne(r)
+		}
+		if err != nil {
 			for _, it := range batch {
 				it.finish(false)
 			}
@@ -421,6 +437,7 @@ func (in *Ingester) writeOne(r *sink.Request) error {
 // stay with the broker. The sink must stay open until Stop returns.
 func (in *Ingester) Stop(ctx context.Context) error {
 	close(in.stop)
+	in.quotaCancel()
 	<-in.procDone
 	done := make(chan struct{})
 	go func() {

@@ -20,7 +20,9 @@ import (
 // (package broker), one at a time, on the publishing connection's goroutine
 // and before the broker acknowledges them: Receive returns nil only once the
 // message's rows, or its dead letter, are durable, and the broker sends the
-// PUBACK only then. A message Receive could not store (sink busy past its
+// PUBACK only then. A tenant over its quotas (SetLimiter) is slowed:
+// Receive waits for them on the publishing connection, which holds back
+// that device alone. A message Receive could not store (sink busy past its
 // admission wait, store error, shutdown) is not acknowledged; the device
 // sends it again, and idempotent keys make the second copy harmless.
 //
@@ -36,10 +38,30 @@ type Receiver struct{ core }
 type core struct {
 	p      *parser
 	w      Writer
+	quota  Limiter // nil: no quotas
 	now    func() time.Time
 	logger *slog.Logger
 	m      *metrics
 	errLog *lograte.Limiter
+}
+
+// Limiter holds back a tenant over its quotas: Wait returns once the
+// tenant may store rows rows from bytes payload bytes, or with ctx's error.
+type Limiter interface {
+	Wait(ctx context.Context, tenant string, rows, bytes int64) error
+}
+
+// SetLimiter makes every write wait for its tenant's quotas first: a
+// tenant over quota is slowed, its messages held (and not acknowledged)
+// until it is within them, never dropped. Call it before the first
+// message.
+func (c *core) SetLimiter(l Limiter) {
+	c.quota = l
+}
+
+// rows counts a request's rows as the quotas do.
+func rows(r *sink.Request) int64 {
+	return int64(len(r.Readings) + len(r.Audit) + len(r.DeadLetters))
 }
 
 func newCore(cfg Config, w Writer, lim decode.Limits, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer, subscriber bool) (core, error) {
@@ -62,6 +84,14 @@ func refusal(ctx context.Context, err error) (string, *sink.BusyError) {
 		return "busy", busy
 	}
 	return "error", nil
+}
+
+// waitQuota waits until req's tenant may store it (ctx ends the wait).
+func (c *core) waitQuota(ctx context.Context, req *sink.Request, bytes int) error {
+	if c.quota == nil {
+		return nil
+	}
+	return c.quota.Wait(ctx, req.Tenant, rows(req), int64(bytes))
 }
 
 // SetHorizon makes readings older than h(kind, tenant, now) (the tenant's
@@ -108,7 +138,11 @@ func (r *Receiver) Receive(ctx context.Context, topic string, payload []byte) er
 	r.m.inflight.Inc()
 	defer r.m.inflight.Dec()
 	req := r.p.request(topic, payload, recv, recv)
-	if err := r.w.Write(ctx, req); err != nil {
+	err := r.waitQuota(ctx, req, len(payload))
+	if err == nil {
+		err = r.w.Write(ctx, req)
+	}
+	if err != nil {
 		reason, _ := refusal(ctx, err)
 		r.m.refused.WithLabelValues(reason).Inc()
 		if reason == "error" {
