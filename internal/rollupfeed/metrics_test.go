@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/outbox"
 	"github.com/sluicehq/sluice/internal/rollupstore"
 	"github.com/sluicehq/sluice/internal/sink"
@@ -93,4 +94,38 @@ func TestOutboxAndShipMetrics(t *testing.T) {
 	if err := feed.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAggregatorMetrics checks the aggregator's metrics: rows emitted,
+// windows held, a reading seen twice counted as a duplicate, and a late
+// reading counted and its window emitted again.
+func TestAggregatorMetrics(t *testing.T) {
+	emb, err := rollupstore.Open(filepath.Join(t.TempDir(), "rollups"), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	r := newRig(t, emb)
+	m := r.feed.m
+	write := func(readings ...model.Reading) {
+		t.Helper()
+		if err := r.sink.Write(context.Background(), &sink.Request{Tenant: "acme", Readings: readings}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := func(sec int, v float64) model.Reading {
+		return model.Reading{DeviceID: "pump-1", TS: base.Add(time.Duration(sec) * time.Second).UnixMilli(), Metrics: []model.Metric{{Name: "power", Value: v}}}
+	}
+	// Minute 0 is hours old: its window closes at the first flush.
+	write(at(1, 1), at(2, 2))
+	eventually(t, "minute 0 emitted", func() bool { return testutil.ToFloat64(m.emitted) == 1 })
+	if got := testutil.ToFloat64(m.windows); got != 1 {
+		t.Errorf("windows held %v, want minute 0 (kept closed for re-emission)", got)
+	}
+	write(at(2, 2)) // a retry: the same row again
+	eventually(t, "the retried row counted as a duplicate", func() bool { return testutil.ToFloat64(m.duplicates) == 1 })
+	write(at(3, 3)) // a new row for the closed minute
+	eventually(t, "the late row counted and minute 0 emitted again", func() bool {
+		return testutil.ToFloat64(m.late) >= 1 && testutil.ToFloat64(m.reemitted) == 1 && testutil.ToFloat64(m.emitted) == 2
+	})
 }
