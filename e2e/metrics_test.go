@@ -277,3 +277,57 @@ func TestMetricLabelsBounded(t *testing.T) {
 	}
 	t.Logf("%d series before, %d after writing %d devices", before, after, devices+mqttDevices)
 }
+
+// TestMetricsDocumented checks the metrics reference against the code both
+// ways: every metric the code registers (a Name: "sluice_..." in a
+// non-test source file) is named in docs/operations.md, and every
+// sluice_ metric the document names is registered.
+func TestMetricsDocumented(t *testing.T) {
+	const doc = "../docs/operations.md"
+	registered := map[string]bool{}
+	nameField := regexp.MustCompile(`Name:\s*"(sluice_[a-z0-9_]+)"`)
+	for _, root := range []string{"../internal", "../cmd"} {
+		err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range nameField.FindAllStringSubmatch(string(b), -1) {
+				registered[m[1]] = true
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(registered) < 30 {
+		t.Fatalf("found only %d registered metrics: %v", len(registered), registered)
+	}
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, n := range regexp.MustCompile(`\bsluice_[a-z0-9_]*[a-z0-9]`).FindAllString(string(b), -1) {
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(n, suffix); ok && registered[base] {
+				n = base
+			}
+		}
+		documented[n] = true
+	}
+	for n := range registered {
+		if !documented[n] {
+			t.Errorf("metric %s is registered but not described in %s", n, doc)
+		}
+	}
+	for n := range documented {
+		if !registered[n] {
+			t.Errorf("%s names metric %s, which no code registers", doc, n)
+		}
+	}
+}

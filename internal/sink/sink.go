@@ -806,6 +806,11 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 	return out, nil
 }
 
+// splitWarnAt is the split sequence number at which a series-day is logged
+// as near its limit (the alert SluiceSeriesDayNearSplitLimit fires past
+// it).
+const splitWarnAt = buckets.MaxSplits * 8 / 10
+
 // noteSplit updates sluice_buckets_split_partitions_max with a partition
 // this gateway placed rows in or loaded. The gauge is the largest split
 // sequence number of this writer over the two newest UTC days seen (older
@@ -823,6 +828,10 @@ func (s *Sink) noteSplit(k model.PartitionKey) {
 	n := 0
 	if w, seq, ok := buckets.SplitSeq(k.Sub); ok && int(w) == s.bcfg.Writer {
 		n = seq
+		if n == splitWarnAt {
+			s.logger.Warn("series-day near its split partition limit: its rows will be refused past the limit",
+				"partition", k.String(), "splits", n, "limit", buckets.MaxSplits)
+		}
 	}
 	if s.splits == nil {
 		s.splits = make(map[model.Day]int, 3)
