@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,9 +23,10 @@ import (
 const (
 	alertRules     = "../deploy/prometheus/alerts.yml"
 	alertRuleTests = "../deploy/prometheus/alerts_test.yml"
-	// testMosquitto is the broker of scripts/servers.sh.
-	testMosquitto = "127.0.0.1:1883"
 )
+
+// testMosquitto is the broker of scripts/servers.sh.
+var testMosquitto = "127.0.0.1:" + cmp.Or(os.Getenv("SLUICE_MQTT_PORT"), "1883")
 
 // promtool returns the path of Prometheus's promtool, or stops the test
 // (skips; fails under CI=true) when it is not installed.

@@ -95,7 +95,7 @@ progress() {
 	while sleep "${SLUICE_PROGRESS_EVERY:-60}"; do
 		kill -0 "$gopid" 2>/dev/null || return 0
 		running=$(ps -o etimes=,args= --ppid "$gopid" 2>/dev/null |
-			awk '{ n = split($2, p, "/"); if (p[n] ~ /\.test$/) printf " %s(%ds)", p[n], $1 }')
+			awk '{ n = split($2, p, "/"); if (p[n] ~ /\.test$/) printf " %s(%ds)", p[n], $1 }' || true)
 		printf '[progress %dm%02ds] running:%s\n' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)) "${running:- (building)}"
 	done
 }
