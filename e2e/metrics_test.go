@@ -207,8 +207,9 @@ func TestAlertMetricsExported(t *testing.T) {
 }
 
 // TestMetricLabelsBounded writes one reading each for 10,001 devices (and
-// a few MQTT messages) through the real gateway: no label value of any
-// metric names a device, and the number of series hardly moves.
+// audit events of 200 streams, and a few MQTT messages) through the real
+// gateway: no label value of any metric names a device, stream, actor or
+// topic, and the number of series hardly moves.
 func TestMetricLabelsBounded(t *testing.T) {
 	testenv.Require(t, "mosquitto", testMosquitto)
 	const devices = 10_001
@@ -234,6 +235,14 @@ func TestMetricLabelsBounded(t *testing.T) {
 		if status, resp := g.post("/v1/readings", "application/x-ndjson", []byte(body.String())); status != http.StatusAccepted {
 			t.Fatalf("write devices %d..: %d %s", from, status, resp)
 		}
+	}
+	// Audit events of many streams.
+	var events strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&events, `{"stream":"labels-dev-stream-%d","event_id":"e%d","ts":%q,"actor":"labels-dev-actor-%d","action":"open"}`+"\n", i, i, ts, i)
+	}
+	if status, resp := g.post("/v1/audit", "application/x-ndjson", []byte(events.String())); status != http.StatusAccepted {
+		t.Fatalf("write audit events: %d %s", status, resp)
 	}
 	// MQTT: a few devices' readings and one dead letter each.
 	o := mqtt.NewClientOptions().AddBroker("tcp://" + testMosquitto).SetClientID(prefix + "-device").
