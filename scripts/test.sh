@@ -18,7 +18,8 @@
 # of its own (kept, and named, when a test fails). Each run holds a shared
 # lock on $SLUICE_SERVERS_DIR/.runs.lock; the start-up clean of Mosquitto
 # and the final stop of the servers happen only in a run that can take it
-# exclusively, i.e. when no other run is using the servers.
+# exclusively, i.e. when no other run is using the servers (decided under
+# $SLUICE_SERVERS_DIR/.runs.setup.lock, one run at a time).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -29,11 +30,19 @@ keep_run_dir=0
 servers=${SLUICE_TEST_SERVERS-mosquitto clickhouse cassandra}
 stop_servers=0
 
+state_root=${SLUICE_SERVERS_DIR:-/tmp/sluice-servers}
+
 cleanup() {
 	local rc=$?
-	if ((stop_servers)) && flock -n -x 8; then
-		# shellcheck disable=SC2086
-		bash scripts/servers.sh down $servers >/dev/null 2>&1 || true
+	if ((stop_servers)); then
+		# Under the setup lock: no other run is between deciding it is alone
+		# and holding its shared lock.
+		exec 7>>"$state_root/.runs.setup.lock"
+		flock -x 7
+		if flock -n -x 8; then
+			# shellcheck disable=SC2086
+			bash scripts/servers.sh down $servers >/dev/null 2>&1 || true
+		fi
 	fi
 	if ((!keep_run_dir)); then
 		rm -rf "$run_dir"
@@ -43,10 +52,13 @@ cleanup() {
 trap cleanup EXIT
 
 if [ -n "$servers" ]; then
-	state_root=${SLUICE_SERVERS_DIR:-/tmp/sluice-servers}
 	mkdir -p "$state_root"
 	# fd 8 stays open (shared-locked) for the whole run; servers.sh starts
-	# the servers without it, so they never hold it.
+	# the servers without it, so they never hold it. fd 7, the setup lock,
+	# makes deciding, cleaning, starting and taking the shared lock one step
+	# among runs (converting a lock is not atomic).
+	exec 7>>"$state_root/.runs.setup.lock"
+	flock -x 7
 	exec 8>>"$state_root/.runs.lock"
 	alone=0
 	if flock -n -x 8; then
@@ -61,16 +73,18 @@ if [ -n "$servers" ]; then
 	step "starting test servers: $servers"
 	# shellcheck disable=SC2086
 	bash scripts/servers.sh up $servers
-	# Converting the lock is not atomic; a second run starting in that
-	# instant finds the servers up and only skips its clean.
 	flock -s 8
+	exec 7>&-
 	if [ -z "${SLUICE_KEEP_SERVERS:-}" ]; then
 		stop_servers=1
 	fi
 fi
 
 step "test tools (promtool)"
-if ! bash scripts/servers.sh tools && [ "${CI:-}" != true ]; then
+if ! bash scripts/servers.sh tools; then
+	if [ "${CI:-}" = true ]; then
+		exit 1
+	fi
 	echo "promtool could not be installed: the alert rules test will skip"
 fi
 
