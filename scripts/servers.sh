@@ -17,6 +17,9 @@
 #   status  [NAME...]  print running/stopped; exit 1 if any is not running
 #   clean   [NAME...]  stop and delete the state (data, logs) of NAME
 #   env                print shell exports with the servers' addresses
+#   tools              install the test tools that are not servers: promtool
+#                      (Debian's prometheus package; the alert rules test
+#                      runs it)
 #
 # Environment:
 #   SLUICE_SERVERS_DIR   state: configs, data, pid files, logs
@@ -36,7 +39,16 @@
 #
 # Needs root (or sudo) only to apt-get install. Starts the servers as
 # background daemons of their own (no systemd), each with its pid file and
-# log in its state dir. Commands take a lock, so concurrent callers are safe.
+# log in its state dir, and with none of the caller's open files but stdin,
+# stdout and stderr (which point at /dev/null and the server's log): a lock
+# or pipe the caller holds is not kept open by a server that outlives it.
+# Commands take a lock, so concurrent callers are safe.
+#
+# Sharing: every caller that uses one SLUICE_SERVERS_DIR (and the same ports)
+# shares its servers; two test runs on one machine use the same servers
+# unless they set different SLUICE_SERVERS_DIR and ports. scripts/test.sh
+# keeps its own output in a temporary directory, and cleans or stops the
+# servers only when no other test run holds $SLUICE_SERVERS_DIR/.runs.lock.
 
 set -euo pipefail
 
@@ -94,6 +106,24 @@ log_files() {
 }
 
 state_dir() { printf '%s/%s' "$STATE_ROOT" "$1"; }
+
+# close_inherited_fds: closes every open file of this (sub)shell except
+# stdin, stdout and stderr. Run it in the subshell that execs a daemon, after
+# the redirections, so that the daemon keeps none of the caller's files: a
+# flock held by whoever called servers.sh would otherwise stay held by the
+# server for as long as it runs.
+close_inherited_fds() {
+	local fd fds=()
+	# List first: the directory being read is an open fd of its own.
+	for fd in /proc/"$BASHPID"/fd/*; do
+		fds+=("${fd##*/}")
+	done
+	for fd in "${fds[@]}"; do
+		if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2)); then
+			eval "exec $fd>&-" 2>/dev/null || true
+		fi
+	done
+}
 
 # render TEMPLATE STATE_DIR: prints TEMPLATE with its @PLACEHOLDERS@ filled in.
 render() {
@@ -223,13 +253,28 @@ apt_install() {
 		made_policy=1
 	fi
 	log "apt-get install ${missing[*]}"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	# shellcheck disable=SC2086
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${APT_INSTALL_OPTS:-} \
 		-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
 		"${missing[@]}" >&2 || rc=$?
 	if ((made_policy)); then
 		as_root rm -f "$policy"
 	fi
 	((rc == 0)) || die "apt-get install ${missing[*]} failed (exit $rc)"
+}
+
+# ---------------------------------------------------------------------------
+# Tools
+
+# tools_install: promtool, from Debian's prometheus package (the server it
+# also ships is not started: apt_install keeps services from starting).
+tools_install() {
+	if command -v promtool >/dev/null 2>&1; then
+		return 0
+	fi
+	APT_INSTALL_OPTS=--no-install-recommends apt_install prometheus
+	command -v promtool >/dev/null 2>&1 || die "promtool not found after installing the prometheus package"
+	log "promtool: $(promtool --version 2>&1 | head -n 1)"
 }
 
 # ---------------------------------------------------------------------------
@@ -251,7 +296,7 @@ mosquitto_start() {
 	mkdir -p "$d/data"
 	render "$SCRIPTS_DIR/mosquitto/mosquitto.conf" "$d" >"$d/mosquitto.conf"
 	log "mosquitto: starting"
-	if ! mosquitto -c "$d/mosquitto.conf" -d >"$d/mosquitto.out" 2>&1 9>&-; then
+	if ! (close_inherited_fds && exec mosquitto -c "$d/mosquitto.conf" -d) >"$d/mosquitto.out" 2>&1 </dev/null; then
 		fail mosquitto "mosquitto did not start"
 	fi
 	deadline=$(($(now) + 30))
@@ -294,8 +339,8 @@ clickhouse_start() {
 	render "$SCRIPTS_DIR/clickhouse/config.xml" "$d" >"$d/config.xml"
 	render "$SCRIPTS_DIR/clickhouse/users.xml" "$d" >"$d/users.xml"
 	log "clickhouse: starting"
-	if ! (cd "$d" && clickhouse-server --config-file="$d/config.xml" \
-		--pid-file="$d/clickhouse.pid" --daemon) >"$d/clickhouse.out" 2>&1 9>&-; then
+	if ! (cd "$d" && close_inherited_fds && exec clickhouse-server --config-file="$d/config.xml" \
+		--pid-file="$d/clickhouse.pid" --daemon) >"$d/clickhouse.out" 2>&1 </dev/null; then
 		fail clickhouse "clickhouse-server did not start"
 	fi
 	start=$(now)
@@ -461,7 +506,8 @@ cassandra_start() {
 		[[ -n $jamm ]] || fail cassandra "jamm jar missing from $lib: delete that directory and run '$0 install cassandra'"
 		mapfile -d '' args < <(cassandra_java_args "$d" "$lib" "$jamm")
 		log "cassandra: starting $(cassandra_version) with $java"
-		(cd "$d" && exec setsid nohup "$java" "${args[@]}" >"$d/cassandra.out" 2>&1 </dev/null 9>&-) &
+		(cd "$d" && exec >"$d/cassandra.out" 2>&1 </dev/null && close_inherited_fds &&
+			exec setsid nohup "$java" "${args[@]}") &
 		pid=$!
 		printf '%s\n' "$pid" >"$d/cassandra.pid"
 	fi
@@ -525,13 +571,19 @@ main() {
 	(($# >= 1)) || usage
 	local cmd=$1 n rc=0
 	shift
+	if [[ $cmd == tools ]]; then
+		(($# == 0)) || die "tools takes no server names"
+		tools_install
+		return 0
+	fi
 	local names=("$@")
 	((${#names[@]} > 0)) || names=("${ALL_SERVERS[@]}")
 	check_names "${names[@]}"
 
 	mkdir -p "$STATE_ROOT"
 	# One command at a time (parallel test packages may all call 'up'). The
-	# servers are started with fd 9 closed, so they do not hold the lock.
+	# servers are started with every fd but 0-2 closed, so they do not hold
+	# this lock (nor any the caller holds).
 	exec 9>"$STATE_ROOT/.servers.lock"
 	if ! flock -w "${SLUICE_SERVERS_LOCK_TIMEOUT:-600}" 9; then
 		die "another servers.sh holds $STATE_ROOT/.servers.lock (waited ${SLUICE_SERVERS_LOCK_TIMEOUT:-600}s); holders: $(fuser "$STATE_ROOT/.servers.lock" 2>&1 || true)"
@@ -574,7 +626,7 @@ main() {
 		printf 'export SLUICE_TEST_CASSANDRA_ADDR=%s:%s\n' "$HOST" "$CQL_PORT"
 		;;
 	-h | --help | help) usage ;;
-	*) die "unknown command '$cmd' (want: install up down start stop restart status clean env)" ;;
+	*) die "unknown command '$cmd' (want: install up down start stop restart status clean env tools)" ;;
 	esac
 }
 

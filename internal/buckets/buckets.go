@@ -83,6 +83,11 @@ const (
 	maxSplitSeq = 1<<16 - 1
 )
 
+// MaxSplits is the most split partitions one writer can open for one
+// series-day; past it the series-day's rows are refused
+// (ErrSplitsExhausted).
+const MaxSplits = maxSplitSeq
+
 // SubID returns the sub-bucket id of split partition n (1-based) opened by
 // writer slot w.
 func SubID(w uint8, n int) uint32 { return splitFlag | uint32(w)<<16 | uint32(n) }

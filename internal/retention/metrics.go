@@ -2,6 +2,9 @@ package retention
 
 import "github.com/prometheus/client_golang/prometheus"
 
+// sweepResults are the values of sluice_retention_sweeps_total's result.
+var sweepResults = []string{"ok", "error", "dry_run"}
+
 type metrics struct {
 	sweeps      *prometheus.CounterVec
 	buckets     *prometheus.CounterVec
@@ -28,6 +31,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_retention_last_success_timestamp_seconds", Help: "When the last sweep without errors started.",
 		}),
+	}
+	// Every result is exported from the start, at 0: an alert on
+	// increase(...{result="error"}) then sees the first failure (a series
+	// born at 1 has no increase).
+	for _, r := range sweepResults {
+		m.sweeps.WithLabelValues(r)
 	}
 	if reg != nil {
 		reg.MustRegister(m.sweeps, m.buckets, m.rows, m.deletes, m.lastSuccess)

@@ -2,6 +2,11 @@ package rollupfeed
 
 import "github.com/prometheus/client_golang/prometheus"
 
+// dropReasons are the values of sluice_rollup_dropped_rows_total's reason:
+// the aggregator's queue was full, the outbox was full or failed, or an
+// outbox record could not be decoded.
+var dropReasons = []string{"queue_full", "outbox_full", "outbox_error", "corrupt"}
+
 type metrics struct {
 	emitted    prometheus.Counter
 	reemitted  prometheus.Counter
@@ -40,6 +45,12 @@ func newMetrics(reg prometheus.Registerer, ob Outbox) *metrics {
 		windows: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_rollup_windows", Help: "Minute windows held in memory by the aggregator.",
 		}),
+	}
+	// Every reason is exported from the start, at 0, so that an alert on
+	// increase() sees the first drop (a series born non-zero has no
+	// increase).
+	for _, r := range dropReasons {
+		m.dropped.WithLabelValues(r)
 	}
 	depthRows := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_rollup_outbox_rows", Help: "Rollup rows waiting in the durable outbox for the rollup backend.",

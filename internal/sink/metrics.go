@@ -1,6 +1,10 @@
 package sink
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+)
 
 type metrics struct {
 	rows            *prometheus.CounterVec
@@ -13,6 +17,10 @@ type metrics struct {
 	auditDuplicates prometheus.Counter
 	seriesDays      prometheus.Gauge
 	entries         *prometheus.CounterVec
+	queueCapacity   prometheus.Gauge
+	overBound       prometheus.Counter
+	splitsMax       prometheus.Gauge
+	splitsLimit     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -50,9 +58,26 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sluice_sink_catalogue_entries_total",
 			Help: "Partition catalogue entries written, by why: placed (rows outgrew the entry) or settled (made exact again).",
 		}, []string{"why"}),
+		queueCapacity: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_sink_queue_capacity_rows", Help: "Rows the pipeline admits at most (sink.queue_rows); compare sluice_sink_queued_rows.",
+		}),
+		overBound: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_buckets_partitions_over_bound_total",
+			Help: "Catalogue entries loaded that claim more rows or bytes than buckets.max_rows or buckets.max_bytes.",
+		}),
+		splitsMax: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_buckets_split_partitions_max",
+			Help: "Most split partitions this gateway holds for one series-day of the newest UTC day it has written.",
+		}),
+		splitsLimit: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_buckets_split_partitions_limit",
+			Help: "Split partitions one gateway can open for one series-day; past it the series-day's rows are refused.",
+		}),
 	}
+	m.splitsLimit.Set(buckets.MaxSplits)
 	if reg != nil {
-		reg.MustRegister(m.rows, m.commits, m.commitErrors, m.commitSeconds, m.batchRows, m.queued, m.busy, m.auditDuplicates, m.seriesDays, m.entries)
+		reg.MustRegister(m.rows, m.commits, m.commitErrors, m.commitSeconds, m.batchRows, m.queued, m.busy, m.auditDuplicates, m.seriesDays, m.entries,
+			m.queueCapacity, m.overBound, m.splitsMax, m.splitsLimit)
 	}
 	return m
 }

@@ -179,6 +179,7 @@ type batch struct {
 // Sink is the write pipeline. Create it with New, stop it with Close.
 type Sink struct {
 	cfg     Config
+	bcfg    buckets.Config
 	st      Store
 	planner *buckets.Planner
 	logger  *slog.Logger
@@ -210,6 +211,11 @@ type Sink struct {
 	commitsWG sync.WaitGroup // committers running
 	done      chan struct{}
 	onCommit  func(*store.Batch) // see WithOnCommit; nil when unset
+
+	// The flusher's view of how close series-days come to their split
+	// limit: the largest split sequence number per day, for the two
+	// newest days seen (see noteSplit).
+	splits map[model.Day]int
 }
 
 // Option adds optional behaviour to a Sink.
@@ -240,6 +246,7 @@ func WithSettleInterval(d time.Duration) Option {
 func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg prometheus.Registerer, opts ...Option) *Sink {
 	s := &Sink{
 		cfg:       cfg,
+		bcfg:      bcfg,
 		st:        st,
 		planner:   buckets.New(bcfg),
 		logger:    logger,
@@ -257,6 +264,7 @@ func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg pro
 		done:        make(chan struct{}),
 	}
 	s.versions, _ = st.(Versioner)
+	s.m.queueCapacity.Set(float64(cfg.QueueRows))
 	for _, o := range opts {
 		o(s)
 	}
@@ -589,6 +597,9 @@ func (s *Sink) plan(group []*pending) {
 	parts := s.writes(bt, all)
 	entries := s.planner.TakeEntries(nil)
 	s.m.entries.WithLabelValues("placed").Add(float64(len(entries)))
+	for _, e := range entries {
+		s.noteSplit(e.Info.Key)
+	}
 	if len(bt.waiters) == 0 && len(entries) == 0 {
 		return
 	}
@@ -777,6 +788,15 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 		return nil, err
 	}
 	for i, sd := range missing {
+		for _, pi := range loaded[i] {
+			s.noteSplit(pi.Key)
+			if pi.Rows > s.bcfg.MaxRows || pi.Bytes > s.bcfg.MaxBytes {
+				s.m.overBound.Inc()
+				s.logger.Warn("catalogue entry past the partition bound",
+					"partition", pi.Key.String(), "rows", pi.Rows, "bytes", pi.Bytes,
+					"max_rows", s.bcfg.MaxRows, "max_bytes", s.bcfg.MaxBytes)
+			}
+		}
 		h := s.planner.Load(sd, loaded[i])
 		for _, slot := range slots[sd] {
 			*slot = h
@@ -784,6 +804,48 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 	}
 	s.m.seriesDays.Set(float64(s.planner.Len()))
 	return out, nil
+}
+
+// splitWarnAt is the split sequence number at which a series-day is logged
+// as near its limit (the alert SluiceSeriesDayNearSplitLimit fires past
+// it).
+const splitWarnAt = buckets.MaxSplits * 8 / 10
+
+// noteSplit updates sluice_buckets_split_partitions_max with a partition
+// this gateway placed rows in or loaded. The gauge is the largest split
+// sequence number of this writer over the two newest UTC days seen (older
+// days fall out as new ones arrive; a day is kept beside the newest so that
+// a device running ahead of the clock does not hide today). Only the
+// flusher calls it.
+func (s *Sink) noteSplit(k model.PartitionKey) {
+	newest := k.Day
+	for d := range s.splits {
+		newest = max(newest, d)
+	}
+	if k.Day < newest-1 {
+		return
+	}
+	n := 0
+	if w, seq, ok := buckets.SplitSeq(k.Sub); ok && int(w) == s.bcfg.Writer {
+		n = seq
+		if n == splitWarnAt {
+			s.logger.Warn("series-day near its split partition limit: its rows will be refused past the limit",
+				"partition", k.String(), "splits", n, "limit", buckets.MaxSplits)
+		}
+	}
+	if s.splits == nil {
+		s.splits = make(map[model.Day]int, 3)
+	}
+	s.splits[k.Day] = max(s.splits[k.Day], n)
+	top := 0
+	for d, v := range s.splits {
+		if d < newest-1 {
+			delete(s.splits, d)
+			continue
+		}
+		top = max(top, v)
+	}
+	s.m.splitsMax.Set(float64(top))
 }
 
 // catalogues reads the catalogues of sds, in one call when the store is a
