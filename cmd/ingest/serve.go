@@ -101,7 +101,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		GetReadings: read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Extra:   extraRoutes(ru.routes(), map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.DeadLetters(st, time.Now, logger.With("component", "read"), readOpts...)}),
-		Log: logger.With("component", "http"),
+		Log:     logger.With("component", "http"),
 		Ready: func() error {
 			if stopping.Load() {
 				return errors.New("shutting down")

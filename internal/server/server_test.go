@@ -16,7 +16,9 @@ import (
 )
 
 func testHandler(ready func() error, log *slog.Logger) http.Handler {
-	ok := func(w http.ResponseWriter, _ *http.Request) { httpx.JSON(w, http.StatusAccepted, map[string]int{"accepted": 1}) }
+	ok := func(w http.ResponseWriter, _ *http.Request) {
+		httpx.JSON(w, http.StatusAccepted, map[string]int{"accepted": 1})
+	}
 	fail := func(w http.ResponseWriter, r *http.Request) {
 		log.ErrorContext(r.Context(), "write request", "err", "disk on fire")
 		httpx.Error(w, http.StatusInternalServerError, "write failed")
