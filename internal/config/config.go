@@ -56,6 +56,12 @@ type HTTP struct {
 	WriteTimeout         time.Duration `mapstructure:"write_timeout"`
 	IdleTimeout          time.Duration `mapstructure:"idle_timeout"`
 	ShutdownTimeout      time.Duration `mapstructure:"shutdown_timeout"`
+	// DrainDelay is how long, after SIGTERM, /readyz answers 503 while
+	// requests are still served, before the listener closes; 0: none.
+	DrainDelay time.Duration `mapstructure:"drain_delay"`
+	// ReadySaturation is how long the write pipeline may refuse writes
+	// (sink.queue_rows full) before /readyz answers 503; 0: never.
+	ReadySaturation time.Duration `mapstructure:"ready_saturation"`
 	// TLS, when its cert_file is set, makes the listener serve HTTPS only.
 	TLS tlsconf.Config `mapstructure:"tls"`
 }
@@ -118,7 +124,8 @@ func Default() Config {
 		HTTP: HTTP{
 			Addr: "127.0.0.1:8080", MaxBodyBytes: 16 << 20, MaxDecompressedBytes: 64 << 20,
 			ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
-			ShutdownTimeout: 30 * time.Second, TLS: tlsconf.DefaultConfig(),
+			ShutdownTimeout: 30 * time.Second, DrainDelay: 5 * time.Second, ReadySaturation: 30 * time.Second,
+			TLS: tlsconf.DefaultConfig(),
 		},
 		Read: readapi.DefaultConfig(),
 		Auth: Auth{Tokens: []Token{{Token: DevToken, Tenant: "dev"}}},
@@ -355,6 +362,14 @@ func (c Config) Validate() error {
 	}{{"http.read_timeout", c.HTTP.ReadTimeout}, {"http.write_timeout", c.HTTP.WriteTimeout}, {"http.idle_timeout", c.HTTP.IdleTimeout}, {"http.shutdown_timeout", c.HTTP.ShutdownTimeout}} {
 		if d.v <= 0 {
 			bad("%s: must be a positive duration, got %s", d.key, d.v)
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"http.drain_delay", c.HTTP.DrainDelay}, {"http.ready_saturation", c.HTTP.ReadySaturation}} {
+		if d.v < 0 || d.v > time.Hour {
+			bad("%s: must be between 0s and 1h, got %s", d.key, d.v)
 		}
 	}
 	if err := c.Read.Validate(); err != nil {
