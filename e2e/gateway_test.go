@@ -71,6 +71,8 @@ func startGateway(t *testing.T, dataDir string, env ...string) *gateway {
 		"SLUICE_HTTP_ADDR=127.0.0.1:0",
 		"SLUICE_DATA_DIR="+dataDir,
 		"SLUICE_AUTH_TOKENS="+token+"=acme",
+		// Stop at once unless a test asks for a drain (the default is 5s).
+		"SLUICE_HTTP_DRAIN_DELAY=0s",
 	)
 	g.cmd.Env = append(g.cmd.Env, env...)
 	stderr, err := g.cmd.StderrPipe()
