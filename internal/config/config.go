@@ -154,11 +154,41 @@ func (c Config) UsesDevToken() bool {
 // process environment (os.Environ() form); it is passed in so tests do not
 // depend on the real one.
 func Load(file string, env []string) (Config, string, error) {
+	c, l, err := LoadSources(Sources{File: file, Env: env})
+	return c, l.File, err
+}
+
+// Sources are where settings come from, lowest precedence first: the
+// defaults, File, Env, then Flags.
+type Sources struct {
+	// File is the YAML file; "" reads ./configs/ingest.yaml if it exists.
+	File string
+	// Env is the process environment (os.Environ() form); SLUICE_* variables
+	// name keys.
+	Env []string
+	// Flags, if set, are the command-line flags (AddFlags) after parsing.
+	Flags *Flags
+}
+
+// Loaded tells where the configuration came from.
+type Loaded struct {
+	File string // the file read, "" for none
+	// Origin maps each key to where its value came from: "default",
+	// "file", "env SLUICE_..." or "flag --...". A key absent from it is
+	// at its default.
+	Origin map[string]string
+}
+
+// LoadSources reads and validates the configuration. Precedence: flag >
+// environment > file > default.
+func LoadSources(src Sources) (Config, Loaded, error) {
+	file, env := src.File, src.Env
+	l := Loaded{Origin: map[string]string{}}
 	v := viper.New()
 	def := Default()
 	var flat map[string]any
 	if err := mapstructure.Decode(def, &flat); err != nil {
-		return Config{}, "", fmt.Errorf("flatten defaults: %w", err)
+		return Config{}, l, fmt.Errorf("flatten defaults: %w", err)
 	}
 	for k, val := range flatten("", flat) {
 		v.SetDefault(k, val)
@@ -168,14 +198,23 @@ func Load(file string, env []string) (Config, string, error) {
 			file = "configs/ingest.yaml"
 		}
 	}
+	l.File = file
 	if file != "" {
 		v.SetConfigFile(file)
 		v.SetConfigType("yaml")
 		if err := v.ReadInConfig(); err != nil {
-			return Config{}, file, fmt.Errorf("read config %s: %w", file, err)
+			return Config{}, l, fmt.Errorf("read config %s: %w", file, err)
 		}
 		if err := checkUnknown(v, def); err != nil {
-			return Config{}, file, fmt.Errorf("config %s: %w", file, err)
+			return Config{}, l, fmt.Errorf("config %s: %w", file, err)
+		}
+		fv := viper.New()
+		fv.SetConfigFile(file)
+		fv.SetConfigType("yaml")
+		if err := fv.ReadInConfig(); err == nil {
+			for _, k := range fv.AllKeys() {
+				l.Origin[originKey(k)] = "file"
+			}
 		}
 	}
 	// Environment: SLUICE_HTTP_ADDR overrides http.addr, and so on for every key.
@@ -190,9 +229,21 @@ func Load(file string, env []string) (Config, string, error) {
 		}
 		typed, err := parseLike(v.Get(key), val)
 		if err != nil {
-			return Config{}, file, fmt.Errorf("%s (from %s): %w", key, name, err)
+			return Config{}, l, fmt.Errorf("%s (from %s): %w", key, name, err)
 		}
 		v.Set(key, typed)
+		l.Origin[key] = "env " + name
+	}
+	// Flags last: they override the environment and the file.
+	if src.Flags != nil {
+		for _, key := range src.Flags.changed() {
+			typed, err := parseLike(v.Get(key), src.Flags.vals[key].val)
+			if err != nil {
+				return Config{}, l, fmt.Errorf("%s (from --%s): %w", key, key, err)
+			}
+			v.Set(key, typed)
+			l.Origin[key] = "flag --" + key
+		}
 	}
 	var c Config
 	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
@@ -201,12 +252,24 @@ func Load(file string, env []string) (Config, string, error) {
 		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(tokensHook, listHook, mapstructure.TextUnmarshallerHookFunc(), mapstructure.StringToTimeDurationHookFunc())
 	})
 	if err != nil {
-		return Config{}, file, fmt.Errorf("config: %w", err)
+		return Config{}, l, fmt.Errorf("config: %w", err)
 	}
 	if err := c.Validate(); err != nil {
-		return Config{}, file, err
+		return Config{}, l, err
 	}
-	return c, file, nil
+	return c, l, nil
+}
+
+// originKey is the key whose origin a file key sets: a list or map
+// setting's entries (auth.tokens, retention.tenants.acme.readings) count
+// for the setting itself.
+func originKey(k string) string {
+	for _, whole := range []string{"retention.tenants", "auth.tokens", "mqtt.topics", "mqtt.embedded.users"} {
+		if k == whole || strings.HasPrefix(k, whole+".") {
+			return whole
+		}
+	}
+	return k
 }
 
 // envKey maps SLUICE_STORE_PEBBLE_CACHE_BYTES to store.pebble.cache_bytes by
