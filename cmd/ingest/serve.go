@@ -102,7 +102,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Extra:   extraRoutes(ru.routes(), map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.DeadLetters(st, time.Now, logger.With("component", "read"), readOpts...)}),
 		Log:     logger.With("component", "http"),
-		Ready: ready.Ready,
+		Ready:   ready.Ready,
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
