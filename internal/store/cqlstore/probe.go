@@ -13,7 +13,7 @@ import (
 // (a write that cannot is refused, and counted, by the commit itself).
 func (s *Store) Probe(ctx context.Context) error {
 	var v string
-	err := s.sess.Query("SELECT release_version FROM system.local").WithContext(ctx).Consistency(gocql.One).Idempotent(true).Scan(&v)
+	err := s.sess.Query("SELECT release_version FROM system.local").Consistency(gocql.One).Idempotent(true).ScanContext(ctx, &v)
 	if err != nil {
 		return fmt.Errorf("cassandra does not answer: %w", err)
 	}
