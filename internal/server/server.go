@@ -125,10 +125,11 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// accessLog logs each request once it is answered: method, path (never the
-// query string, which may be long), status and duration; the
-// request id comes from the context. Never a header: the bearer token
-// stays out of the logs.
+// accessLog logs each request once it is answered: the route it matched
+// (the mux's pattern, e.g. "GET /v1/readings"; never the path or the query
+// string as sent, which a client may fill with anything, secrets included),
+// status and duration; the request id comes from the context. Never a
+// header: the bearer token stays out of the logs.
 func accessLog(logger *slog.Logger, next http.Handler) http.Handler {
 	if logger == nil {
 		return next
@@ -141,7 +142,7 @@ func accessLog(logger *slog.Logger, next http.Handler) http.Handler {
 		if sw.status >= 500 {
 			level = slog.LevelWarn
 		}
-		logger.Log(r.Context(), level, "http request", "method", r.Method, "path", r.URL.Path,
+		logger.Log(r.Context(), level, "http request", "route", r.Pattern,
 			"status", sw.status, "duration", time.Since(start).Round(time.Microsecond))
 	})
 }

@@ -87,11 +87,12 @@ func TestRequestID(t *testing.T) {
 	tests := []struct {
 		name, method, path, token, sent string
 		status                          int
+		route                           string
 	}{
-		{"accepted, id kept", "GET", "/v1/readings", "secret-token-1", "client-id-1", 202},
-		{"unauthenticated, id made", "GET", "/v1/readings", "wrong-token-9", "", 401},
-		{"unknown endpoint, bad id replaced", "GET", "/nope", "", "bad id", 404},
-		{"handler error", "POST", "/v1/audit", "secret-token-1", "client-id-2", 500},
+		{"accepted, id kept", "GET", "/v1/readings", "secret-token-1", "client-id-1", 202, "GET /v1/readings"},
+		{"unauthenticated, id made", "GET", "/v1/readings", "wrong-token-9", "", 401, "GET /v1/readings"},
+		{"unknown endpoint, bad id replaced", "GET", "/nope/secret-token-1", "", "bad id", 404, "/"},
+		{"handler error", "POST", "/v1/audit", "secret-token-1", "client-id-2", 500, "POST /v1/audit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,6 +118,9 @@ func TestRequestID(t *testing.T) {
 			for _, l := range lines {
 				if !strings.Contains(l, `"request_id":"`+id+`"`) {
 					t.Errorf("log line without the request id %s: %s", id, l)
+				}
+				if strings.Contains(l, `"msg":"http request"`) && !strings.Contains(l, `"route":"`+tt.route+`"`) {
+					t.Errorf("access log line without the route %q: %s", tt.route, l)
 				}
 				if strings.Contains(l, "secret-token-1") || strings.Contains(l, "wrong-token-9") {
 					t.Errorf("log line with a token: %s", l)
