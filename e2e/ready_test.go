@@ -167,3 +167,22 @@ func TestReadyzMQTTBroker(t *testing.T) {
 	g.waitReady(200, "ready")
 	g.stop()
 }
+
+// TestReadyzCassandra: /readyz follows whether the gateway's Cassandra
+// answers: the real Cassandra, behind a TCP proxy that is cut and restored
+// (the shared server itself is never stopped).
+func TestReadyzCassandra(t *testing.T) {
+	env := cassandraEnv(t)
+	if _, errOut, err := runBin(t, env, "ingest", "migrate"); err != nil {
+		t.Fatalf("ingest migrate: %v\n%s", err, errOut)
+	}
+	p := testenv.StartProxy(t, cassandraAddr())
+	g := startGateway(t, t.TempDir(), append(env, "SLUICE_STORE_CASSANDRA_HOSTS="+p.Addr(), "SLUICE_STORE_CASSANDRA_TIMEOUT=2s")...)
+	g.waitReady(200, "ready")
+	p.Cut()
+	g.waitReady(503, "store: cassandra does not answer")
+	g.wantHealthy()
+	p.Restore()
+	g.waitReady(200, "ready")
+	g.stop()
+}

@@ -2,72 +2,12 @@ package cqlstore_test
 
 import (
 	"context"
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
-
-// proxy forwards TCP connections from its own address to target until cut.
-type proxy struct {
-	t      *testing.T
-	addr   string
-	target string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  []net.Conn
-}
-
-func (p *proxy) start() {
-	p.t.Helper()
-	var ln net.Listener
-	var err error
-	for range 100 { // the port may linger briefly after a cut
-		if ln, err = net.Listen("tcp", p.addr); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.addr = ln.Addr().String()
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", p.target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(u, c); _ = u.Close() }()
-			go func() { _, _ = io.Copy(c, u); _ = c.Close() }()
-		}
-	}()
-}
-
-// cut closes the listener and every connection through it.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_ = p.ln.Close()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
 
 func waitProbe(t *testing.T, st *cqlstore.Store, wantErr bool) {
 	t.Helper()
@@ -91,16 +31,14 @@ func waitProbe(t *testing.T, st *cqlstore.Store, wantErr bool) {
 // Cassandra itself is never stopped).
 func TestProbeThroughProxy(t *testing.T) {
 	requireCassandra(t)
-	p := &proxy{t: t, addr: "127.0.0.1:0", target: cassandraAddr()}
-	p.start()
-	defer p.cut()
+	p := testenv.StartProxy(t, cassandraAddr())
 	st := openStore(t, func(c *cqlstore.Config) {
-		c.Hosts = []string{p.addr}
+		c.Hosts = []string{p.Addr()}
 		c.Timeout = 2 * time.Second
 	})
 	waitProbe(t, st, false)
-	p.cut()
+	p.Cut()
 	waitProbe(t, st, true)
-	p.start()
+	p.Restore()
 	waitProbe(t, st, false)
 }
