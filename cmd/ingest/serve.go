@@ -188,11 +188,16 @@ const (
 	readyProbeTimeout = 2 * time.Second
 )
 
+// saturated is the write pipeline's saturation signal (sink.Sink).
+type saturated interface {
+	Saturated(now time.Time) time.Duration
+}
+
 // readyChecks are what /readyz checks: the store takes a write, the MQTT
 // subscription is connected (mqttReady, nil without one), and the write
 // pipeline has not been refusing writes for longer than
 // http.ready_saturation.
-func readyChecks(cfg config.Config, st backend, sk *sink.Sink, mqttReady func() error) []readiness.Check {
+func readyChecks(cfg config.Config, st any, sk saturated, mqttReady func() error) []readiness.Check {
 	var checks []readiness.Check
 	if p, ok := st.(interface{ Probe(context.Context) error }); ok {
 		probe := readiness.NewProbe(p.Probe, readyProbeTTL, readyProbeTimeout, time.Now)
