@@ -58,7 +58,8 @@ type gateway struct {
 	exited  chan error
 }
 
-var readyLine = regexp.MustCompile(`msg="gateway ready" http_addr=(\S+)`)
+// readyLine matches the start-up line in text and in JSON (log.format).
+var readyLine = regexp.MustCompile(`msg="gateway ready" http_addr=(\S+)|"msg":"gateway ready",[^}]*"http_addr":"([^"]+)"`)
 
 // startGateway runs ingest with the embedded store in dataDir and extra
 // SLUICE_* settings, and waits until it listens.
@@ -71,6 +72,8 @@ func startGateway(t *testing.T, dataDir string, env ...string) *gateway {
 		"SLUICE_HTTP_ADDR=127.0.0.1:0",
 		"SLUICE_DATA_DIR="+dataDir,
 		"SLUICE_AUTH_TOKENS="+token+"=acme",
+		// Stop at once unless a test asks for a drain (the default is 5s).
+		"SLUICE_HTTP_DRAIN_DELAY=0s",
 	)
 	g.cmd.Env = append(g.cmd.Env, env...)
 	stderr, err := g.cmd.StderrPipe()
@@ -89,7 +92,7 @@ func startGateway(t *testing.T, dataDir string, env ...string) *gateway {
 			g.log.WriteString(line + "\n")
 			g.mu.Unlock()
 			if m := readyLine.FindStringSubmatch(line); m != nil {
-				addr <- m[1]
+				addr <- m[1] + m[2]
 			}
 		}
 		g.exited <- g.cmd.Wait()

@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,7 +14,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/pflag"
+
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/reqid"
 )
 
 func main() {
@@ -36,19 +38,24 @@ func main() {
 
 type usageError struct{ error }
 
-const usage = `Usage: ingest [command] [--config FILE] [--migrate]
+const usage = `Usage: ingest [command] [--config FILE] [--migrate] [--KEY VALUE ...]
 
 Commands:
   serve          run the gateway (the default); --migrate creates the
                  Cassandra schema first
   migrate        create the Cassandra keyspace and tables, and the ClickHouse
                  rollup tables (rollups.clickhouse.addr), if missing (idempotent)
-  check-config   load and validate the configuration, print it, and exit
+  check-config   load and validate the configuration, print the effective
+                 configuration (secrets redacted, the source of each value)
+                 and exit
   retention run  drop expired day buckets now [--dry-run] [--tenant T]
 
 Configuration comes from --config FILE (or SLUICE_CONFIG), else ./configs/ingest.yaml
 when present, else built-in defaults; SLUICE_* environment variables override
-any key (SLUICE_HTTP_ADDR, SLUICE_DATA_DIR, SLUICE_AUTH_TOKENS="tok=tenant,...").
+any key (SLUICE_HTTP_ADDR, SLUICE_DATA_DIR, SLUICE_AUTH_TOKENS="tok=tenant,...");
+a flag named after the key overrides both (--http.addr 0.0.0.0:8080,
+--store.backend cassandra). Precedence: flag > environment > file > default.
+ingest --help lists every flag.
 `
 
 func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) error {
@@ -59,13 +66,18 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) erro
 	if cmd == "retention" {
 		return retentionCmd(ctx, args, env, stdout, stderr)
 	}
-	fs := flag.NewFlagSet("ingest "+cmd, flag.ContinueOnError)
+	fs := pflag.NewFlagSet("ingest "+cmd, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.SortFlags = false
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	cfgFile := fs.String("config", lookup(env, "SLUICE_CONFIG"), "configuration file (YAML)")
 	doMigrate := fs.Bool("migrate", false, "serve: create the Cassandra schema first (as ingest migrate)")
+	keyFlags := config.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, pflag.ErrHelp) {
 			return nil
 		}
 		return usageError{err}
@@ -73,10 +85,11 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
-	cfg, file, err := config.Load(*cfgFile, env)
+	cfg, loaded, err := config.LoadSources(config.Sources{File: *cfgFile, Env: env, Flags: keyFlags})
 	if err != nil {
 		return err
 	}
+	file := loaded.File
 	switch cmd {
 	case "serve":
 		logger := newLogger(cfg.Log, stderr)
@@ -99,7 +112,8 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) erro
 		if file == "" {
 			file = "(built-in defaults)"
 		}
-		fmt.Fprintf(stdout, "configuration from %s is valid\n", file)
+		fmt.Fprintf(stdout, "# configuration from %s is valid\n", file)
+		fmt.Fprint(stdout, config.Effective(cfg, loaded))
 		return nil
 	case "help":
 		fmt.Fprint(stdout, usage)
@@ -122,8 +136,10 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level)) // validated by config
 	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if c.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	// Lines logged with a request's context carry its request_id.
+	return slog.New(reqid.LogHandler{Handler: h})
 }

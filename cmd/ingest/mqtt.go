@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,14 +33,16 @@ func mqttBuckets(cfg *config.Config, logger *slog.Logger) {
 }
 
 // startMQTT starts the embedded broker, or the MQTT subscription, when
-// configured. The returned stop function stops it; call it before the sink
+// configured. ready reports, for /readyz, whether the subscription is
+// connected to its broker (the embedded broker: whether it runs); nil when
+// MQTT is off. The returned stop function stops it; call it before the sink
 // drains, since both write through the sink: the subscription's last writes,
 // and the broker's publish hook (which must not be left waiting on a closed
 // sink, and whose listener must be closed before the sink is).
-func startMQTT(cfg config.Config, sk *sink.Sink, certs *certSources, q mqttingest.Limiter, logger *slog.Logger, reg prometheus.Registerer) (func(timeout time.Duration), error) {
+func startMQTT(cfg config.Config, sk *sink.Sink, certs *certSources, q mqttingest.Limiter, logger *slog.Logger, reg prometheus.Registerer) (stop func(timeout time.Duration), ready func() error, err error) {
 	mc := cfg.MQTT
 	if !mc.Active() {
-		return func(time.Duration) {}, nil
+		return func(time.Duration) {}, nil, nil
 	}
 	if mc.Embedded.Enabled {
 		return startEmbeddedBroker(cfg, sk, certs, q, logger, reg)
@@ -50,7 +54,13 @@ func startMQTT(cfg config.Config, sk *sink.Sink, certs *certSources, q mqttinges
 		err = in.Start()
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	ready = func() error {
+		if !in.Connected() {
+			return fmt.Errorf("not connected to the broker (mqtt.brokers %v)", mc.Brokers)
+		}
+		return nil
 	}
 	return func(timeout time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -60,7 +70,7 @@ func startMQTT(cfg config.Config, sk *sink.Sink, certs *certSources, q mqttinges
 		} else {
 			logger.Info("mqtt subscription stopped")
 		}
-	}, nil
+	}, ready, nil
 }
 
 // startEmbeddedBroker runs the embedded broker, which stores each message a
@@ -68,15 +78,15 @@ func startMQTT(cfg config.Config, sk *sink.Sink, certs *certSources, q mqttinges
 // acknowledges it. Its stop function closes the listener and every
 // connection; the messages being stored then are not acknowledged, and the
 // devices send them again.
-func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, certs *certSources, q mqttingest.Limiter, logger *slog.Logger, reg prometheus.Registerer) (func(time.Duration), error) {
+func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, certs *certSources, q mqttingest.Limiter, logger *slog.Logger, reg prometheus.Registerer) (func(time.Duration), func() error, error) {
 	mc := cfg.MQTT
 	tc, err := certs.serverConfig(mc.Embedded.TLS)
 	if err != nil {
-		return nil, fmt.Errorf("mqtt.embedded.tls: %w", err)
+		return nil, nil, fmt.Errorf("mqtt.embedded.tls: %w", err)
 	}
 	rc, err := mqttingest.NewReceiver(mc, sk, cfg.Limits.Decode(), time.Now, logger.With("component", "mqtt"), reg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rc.SetHorizon(horizon(cfg.Retention))
 	rc.SetLimiter(q)
@@ -84,7 +94,14 @@ func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, certs *certSources, q
 	opts.TLS = tc
 	b, err := broker.Start(mc.Embedded, opts, logger.With("component", "mqtt-broker"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	var closed atomic.Bool // the embedded broker counts as connected while it runs
+	ready := func() error {
+		if closed.Load() {
+			return errors.New("the embedded broker is stopped")
+		}
+		return nil
 	}
 	if mc.Embedded.AllowAnonymous {
 		logger.Warn("THE EMBEDDED MQTT BROKER ACCEPTS ANONYMOUS CLIENTS: anyone who reaches it can publish readings for any device; set mqtt.embedded.users and allow_anonymous: false before exposing it",
@@ -92,10 +109,11 @@ func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, certs *certSources, q
 	}
 	logger.Info("embedded mqtt broker listening", "addr", b.Addr(), "tls_addr", b.TLSAddr(), "accounts", len(mc.Embedded.Users))
 	return func(time.Duration) {
+		closed.Store(true)
 		if err := b.Close(); err != nil {
 			logger.Error("close embedded mqtt broker", "err", err)
 		} else {
 			logger.Info("embedded mqtt broker stopped")
 		}
-	}, nil
+	}, ready, nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 
 	"github.com/sluicehq/sluice/internal/chstore"
 	"github.com/sluicehq/sluice/internal/config"
@@ -104,14 +104,19 @@ func retentionCmd(ctx context.Context, args, env []string, stdout, stderr io.Wri
 		fmt.Fprint(stderr, retentionUsage)
 		return usageError{errors.New("retention: want the subcommand run")}
 	}
-	fs := flag.NewFlagSet("ingest retention run", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("ingest retention run", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, retentionUsage) }
+	fs.SortFlags = false
+	fs.Usage = func() {
+		fmt.Fprint(stderr, retentionUsage, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	cfgFile := fs.String("config", lookup(env, "SLUICE_CONFIG"), "configuration file (YAML)")
 	dry := fs.Bool("dry-run", false, "print what would be dropped; change nothing")
 	tenant := fs.String("tenant", "", "only this tenant's buckets")
+	keyFlags := config.AddFlags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, pflag.ErrHelp) {
 			return nil
 		}
 		return usageError{err}
@@ -119,7 +124,7 @@ func retentionCmd(ctx context.Context, args, env []string, stdout, stderr io.Wri
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
-	cfg, _, err := config.Load(*cfgFile, env)
+	cfg, _, err := config.LoadSources(config.Sources{File: *cfgFile, Env: env, Flags: keyFlags})
 	if err != nil {
 		return err
 	}

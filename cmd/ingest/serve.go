@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/httpingest"
 	"github.com/sluicehq/sluice/internal/quota"
 	"github.com/sluicehq/sluice/internal/readapi"
+	"github.com/sluicehq/sluice/internal/readiness"
 	"github.com/sluicehq/sluice/internal/retention"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/internal/sink"
@@ -87,7 +87,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
 		return fmt.Errorf("http.tls: %w", err)
 	}
-	stopMQTT, err := startMQTT(cfg, sk, certs, quotas, logger, reg)
+	stopMQTT, mqttReady, err := startMQTT(cfg, sk, certs, quotas, logger, reg)
 	if err != nil {
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
 		return err
@@ -97,19 +97,15 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	for i, t := range cfg.Auth.Tokens {
 		tokens[i] = server.Token{Token: t.Token, Tenant: t.Tenant}
 	}
-	var stopping atomic.Bool // readiness: false once shutdown begins
+	ready := readiness.New(readyChecks(cfg, st, sk, mqttReady)...)
 	h := server.Handler(tokens, server.Routes{
 		PostReadings: quotas.Middleware(cfg.HTTP.MaxBodyBytes, ingest.Readings),
 		PostAudit:    quotas.Middleware(cfg.HTTP.MaxBodyBytes, ingest.Audit),
 		GetReadings:  read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Extra:   extraRoutes(ru.routes(), map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.DeadLetters(st, time.Now, logger.With("component", "read"), readOpts...)}),
-		Ready: func() error {
-			if stopping.Load() {
-				return errors.New("shutting down")
-			}
-			return nil
-		},
+		Log:     logger.With("component", "http"),
+		Ready:   ready.Ready,
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
@@ -148,11 +144,11 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	var runErr error
 	select {
 	case <-ctx.Done():
-		stopping.Store(true)
-		logger.Info("shutting down: stop accepting requests, finish those in progress")
+		runErr = drain(ready, srv, serveErr, cfg.HTTP.DrainDelay, logger)
 	case err := <-serveErr:
 		runErr = fmt.Errorf("http server: %w", err)
 	}
+	logger.Info("shutting down: closing the listener, finishing requests in progress", "shutdown_timeout", cfg.HTTP.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -162,6 +158,66 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	stopMQTT(cfg.HTTP.ShutdownTimeout)
 	shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
 	return runErr
+}
+
+// drain is the first step of a shutdown: /readyz answers 503 from now on,
+// and requests are still served for delay, so that load balancers notice
+// and stop sending before the listener closes. Keep-alives are turned off,
+// so that clients open their next connection (elsewhere, once the balancer
+// has noticed).
+func drain(ready *readiness.State, srv *http.Server, serveErr <-chan error, delay time.Duration, logger *slog.Logger) error {
+	ready.Stop()
+	if delay <= 0 {
+		logger.Info("shutting down: /readyz answers 503 (http.drain_delay is 0: no drain)")
+		return nil
+	}
+	srv.SetKeepAlivesEnabled(false)
+	logger.Info("shutting down: /readyz answers 503; requests are still served for http.drain_delay", "drain_delay", delay)
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		logger.Info("drain delay over")
+		return nil
+	case err := <-serveErr:
+		return fmt.Errorf("http server: %w", err)
+	}
+}
+
+// Readiness probes: a store probe answer is reused for readyProbeTTL and
+// waited for at most readyProbeTimeout.
+const (
+	readyProbeTTL     = time.Second
+	readyProbeTimeout = 2 * time.Second
+)
+
+// saturated is the write pipeline's saturation signal (sink.Sink).
+type saturated interface {
+	Saturated(now time.Time) time.Duration
+}
+
+// readyChecks are what /readyz checks: the store takes a write, the MQTT
+// subscription is connected (mqttReady, nil without one), and the write
+// pipeline has not been refusing writes for longer than
+// http.ready_saturation.
+func readyChecks(cfg config.Config, st any, sk saturated, mqttReady func() error) []readiness.Check {
+	var checks []readiness.Check
+	if p, ok := st.(interface{ Probe(context.Context) error }); ok {
+		probe := readiness.NewProbe(p.Probe, readyProbeTTL, readyProbeTimeout, time.Now)
+		checks = append(checks, readiness.Check{Name: "store", Check: probe.Check})
+	}
+	if mqttReady != nil {
+		checks = append(checks, readiness.Check{Name: "mqtt", Check: mqttReady})
+	}
+	if limit := cfg.HTTP.ReadySaturation; limit > 0 {
+		checks = append(checks, readiness.Check{Name: "pipeline", Check: func() error {
+			if d := sk.Saturated(time.Now()); d > limit {
+				return fmt.Errorf("refusing writes for %s (sink.queue_rows full; http.ready_saturation %s)", d.Round(time.Second), limit)
+			}
+			return nil
+		}})
+	}
+	return checks
 }
 
 func shutdownSink(sk *sink.Sink, timeout time.Duration, logger *slog.Logger) {

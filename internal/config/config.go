@@ -58,6 +58,12 @@ type HTTP struct {
 	WriteTimeout         time.Duration `mapstructure:"write_timeout"`
 	IdleTimeout          time.Duration `mapstructure:"idle_timeout"`
 	ShutdownTimeout      time.Duration `mapstructure:"shutdown_timeout"`
+	// DrainDelay is how long, after SIGTERM, /readyz answers 503 while
+	// requests are still served, before the listener closes; 0: none.
+	DrainDelay time.Duration `mapstructure:"drain_delay"`
+	// ReadySaturation is how long the write pipeline may refuse writes
+	// (sink.queue_rows full) before /readyz answers 503; 0: never.
+	ReadySaturation time.Duration `mapstructure:"ready_saturation"`
 	// TLS, when its cert_file is set, makes the listener serve HTTPS only.
 	TLS tlsconf.Config `mapstructure:"tls"`
 }
@@ -120,7 +126,8 @@ func Default() Config {
 		HTTP: HTTP{
 			Addr: "127.0.0.1:8080", MaxBodyBytes: 16 << 20, MaxDecompressedBytes: 64 << 20,
 			ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
-			ShutdownTimeout: 30 * time.Second, TLS: tlsconf.DefaultConfig(),
+			ShutdownTimeout: 30 * time.Second, DrainDelay: 5 * time.Second, ReadySaturation: 30 * time.Second,
+			TLS: tlsconf.DefaultConfig(),
 		},
 		Read: readapi.DefaultConfig(),
 		Auth: Auth{Tokens: []Token{{Token: DevToken, Tenant: "dev"}}},
@@ -150,11 +157,41 @@ func (c Config) UsesDevToken() bool {
 // process environment (os.Environ() form); it is passed in so tests do not
 // depend on the real one.
 func Load(file string, env []string) (Config, string, error) {
+	c, l, err := LoadSources(Sources{File: file, Env: env})
+	return c, l.File, err
+}
+
+// Sources are where settings come from, lowest precedence first: the
+// defaults, File, Env, then Flags.
+type Sources struct {
+	// File is the YAML file; "" reads ./configs/ingest.yaml if it exists.
+	File string
+	// Env is the process environment (os.Environ() form); SLUICE_* variables
+	// name keys.
+	Env []string
+	// Flags, if set, are the command-line flags (AddFlags) after parsing.
+	Flags *Flags
+}
+
+// Loaded tells where the configuration came from.
+type Loaded struct {
+	File string // the file read, "" for none
+	// Origin maps each key to where its value came from: "default",
+	// "file", "env SLUICE_..." or "flag --...". A key absent from it is
+	// at its default.
+	Origin map[string]string
+}
+
+// LoadSources reads and validates the configuration. Precedence: flag >
+// environment > file > default.
+func LoadSources(src Sources) (Config, Loaded, error) {
+	file, env := src.File, src.Env
+	l := Loaded{Origin: map[string]string{}}
 	v := viper.New()
 	def := Default()
 	var flat map[string]any
 	if err := mapstructure.Decode(def, &flat); err != nil {
-		return Config{}, "", fmt.Errorf("flatten defaults: %w", err)
+		return Config{}, l, fmt.Errorf("flatten defaults: %w", err)
 	}
 	for k, val := range flatten("", flat) {
 		v.SetDefault(k, val)
@@ -164,14 +201,23 @@ func Load(file string, env []string) (Config, string, error) {
 			file = "configs/ingest.yaml"
 		}
 	}
+	l.File = file
 	if file != "" {
 		v.SetConfigFile(file)
 		v.SetConfigType("yaml")
 		if err := v.ReadInConfig(); err != nil {
-			return Config{}, file, fmt.Errorf("read config %s: %w", file, err)
+			return Config{}, l, fmt.Errorf("read config %s: %w", file, err)
 		}
 		if err := checkUnknown(v, def); err != nil {
-			return Config{}, file, fmt.Errorf("config %s: %w", file, err)
+			return Config{}, l, fmt.Errorf("config %s: %w", file, err)
+		}
+		fv := viper.New()
+		fv.SetConfigFile(file)
+		fv.SetConfigType("yaml")
+		if err := fv.ReadInConfig(); err == nil {
+			for _, k := range fv.AllKeys() {
+				l.Origin[originKey(k)] = "file"
+			}
 		}
 	}
 	// Environment: SLUICE_HTTP_ADDR overrides http.addr, and so on for every key.
@@ -186,9 +232,21 @@ func Load(file string, env []string) (Config, string, error) {
 		}
 		typed, err := parseLike(v.Get(key), val)
 		if err != nil {
-			return Config{}, file, fmt.Errorf("%s (from %s): %w", key, name, err)
+			return Config{}, l, fmt.Errorf("%s (from %s): %w", key, name, err)
 		}
 		v.Set(key, typed)
+		l.Origin[key] = "env " + name
+	}
+	// Flags last: they override the environment and the file.
+	if src.Flags != nil {
+		for _, key := range src.Flags.changed() {
+			typed, err := parseLike(v.Get(key), src.Flags.vals[key].val)
+			if err != nil {
+				return Config{}, l, fmt.Errorf("%s (from --%s): %w", key, key, err)
+			}
+			v.Set(key, typed)
+			l.Origin[key] = "flag --" + key
+		}
 	}
 	var c Config
 	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
@@ -197,12 +255,24 @@ func Load(file string, env []string) (Config, string, error) {
 		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(tokensHook, listHook, mapstructure.TextUnmarshallerHookFunc(), mapstructure.StringToTimeDurationHookFunc())
 	})
 	if err != nil {
-		return Config{}, file, fmt.Errorf("config: %w", err)
+		return Config{}, l, fmt.Errorf("config: %w", err)
 	}
 	if err := c.Validate(); err != nil {
-		return Config{}, file, err
+		return Config{}, l, err
 	}
-	return c, file, nil
+	return c, l, nil
+}
+
+// originKey is the key whose origin a file key sets: a list or map
+// setting's entries (auth.tokens, retention.tenants.acme.readings) count
+// for the setting itself.
+func originKey(k string) string {
+	for _, whole := range []string{"retention.tenants", "auth.tokens", "mqtt.topics", "mqtt.embedded.users"} {
+		if k == whole || strings.HasPrefix(k, whole+".") {
+			return whole
+		}
+	}
+	return k
 }
 
 // envKey maps SLUICE_STORE_PEBBLE_CACHE_BYTES to store.pebble.cache_bytes by
@@ -358,6 +428,14 @@ func (c Config) Validate() error {
 	}{{"http.read_timeout", c.HTTP.ReadTimeout}, {"http.write_timeout", c.HTTP.WriteTimeout}, {"http.idle_timeout", c.HTTP.IdleTimeout}, {"http.shutdown_timeout", c.HTTP.ShutdownTimeout}} {
 		if d.v <= 0 {
 			bad("%s: must be a positive duration, got %s", d.key, d.v)
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"http.drain_delay", c.HTTP.DrainDelay}, {"http.ready_saturation", c.HTTP.ReadySaturation}} {
+		if d.v < 0 || d.v > time.Hour {
+			bad("%s: must be between 0s and 1h, got %s", d.key, d.v)
 		}
 	}
 	if err := c.Read.Validate(); err != nil {

@@ -135,7 +135,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 		case r.Context().Err() != nil:
 			h.m.rejected.WithLabelValues(kl, "cancelled").Inc() // the client is gone
 		default:
-			h.logger.Error("write request", "kind", kl, "tenant", tenant, "rows", n, "err", err)
+			h.logger.ErrorContext(r.Context(), "write request", "kind", kl, "tenant", tenant, "rows", n, "err", err)
 			h.reject(w, kl, "store", http.StatusInternalServerError, "rows not stored: "+err.Error())
 		}
 		return

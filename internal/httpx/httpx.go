@@ -25,17 +25,28 @@ func Tenant(ctx context.Context) string {
 }
 
 // ErrorBody is the JSON body of every error response. Row, Line and Field
-// are set for a problem with one row of an ingest request.
+// are set for a problem with one row of an ingest request. RequestID is the
+// request's id (the X-Request-Id response header), filled in by JSON.
 type ErrorBody struct {
-	Error  string `json:"error"`
-	Row    *int   `json:"row,omitempty"`
-	Line   int    `json:"line,omitempty"`
-	Field  string `json:"field,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	Error     string `json:"error"`
+	Row       *int   `json:"row,omitempty"`
+	Line      int    `json:"line,omitempty"`
+	Field     string `json:"field,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
 }
 
-// JSON writes v with the status.
+// requestIDHeader is reqid.Header; the id is set on the response before
+// any handler runs.
+const requestIDHeader = "X-Request-Id"
+
+// JSON writes v with the status. An ErrorBody gets the request id of the
+// response.
 func JSON(w http.ResponseWriter, status int, v any) {
+	if eb, ok := v.(ErrorBody); ok && eb.RequestID == "" {
+		eb.RequestID = w.Header().Get(requestIDHeader)
+		v = eb
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	// An error here means the client went away; there is nobody to tell.

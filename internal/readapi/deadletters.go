@@ -84,7 +84,7 @@ func DeadLetters(st DeadLetterStore, now func() time.Time, logger *slog.Logger, 
 			dls, err := st.ScanDeadLetters(ctx, tenant, d, store.Range{From: from, To: to, After: after}, limit+1-len(out))
 			if err != nil {
 				if ctx.Err() == nil {
-					logger.Error("read dead letters", "tenant", tenant, "day", d, "err", err)
+					logger.ErrorContext(r.Context(), "read dead letters", "tenant", tenant, "day", d, "err", err)
 				}
 				h.fail(w, r, fmt.Errorf("read dead letters of %s: %w", d, err))
 				return

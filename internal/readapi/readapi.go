@@ -168,11 +168,11 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, reader.ErrBadQuery):
 		httpx.Error(w, http.StatusBadRequest, err.Error())
 	case r.Context().Err() != nil:
-		h.logger.Debug("read abandoned by the client", "path", r.URL.Path, "err", err)
+		h.logger.DebugContext(r.Context(), "read abandoned by the client", "path", r.URL.Path, "err", err)
 	case errors.Is(err, context.DeadlineExceeded):
 		httpx.Error(w, http.StatusGatewayTimeout, fmt.Sprintf("the read took longer than read.timeout (%s): narrow the range or lower the limit", h.cfg.Timeout))
 	default:
-		h.logger.Error("read", "err", err)
+		h.logger.ErrorContext(r.Context(), "read", "err", err)
 		httpx.Error(w, http.StatusInternalServerError, "read failed: "+err.Error())
 	}
 }
@@ -255,7 +255,7 @@ func (h *Handler) Partitions(w http.ResponseWriter, r *http.Request) {
 		// Not settled (the gateway is stopping, the store failed): the
 		// stored entries still bound their partitions; say so.
 		if err := h.settle(ctx, sd); err != nil {
-			h.logger.Warn("partitions listed unsettled: their counts may run ahead", "series_day", sd, "err", err)
+			h.logger.WarnContext(r.Context(), "partitions listed unsettled: their counts may run ahead", "series_day", sd, "err", err)
 			out.Unsettled = true
 		}
 	}

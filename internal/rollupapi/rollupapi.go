@@ -180,11 +180,11 @@ func (h *Handler) deadline(r *http.Request) (context.Context, context.CancelFunc
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
 	switch {
 	case r.Context().Err() != nil:
-		h.logger.Debug(what+": abandoned by the client", "err", err)
+		h.logger.DebugContext(r.Context(), what+": abandoned by the client", "err", err)
 	case errors.Is(err, context.DeadlineExceeded):
 		httpx.Error(w, http.StatusGatewayTimeout, fmt.Sprintf("%s: took longer than read.timeout (%s): narrow the range", what, h.read.Timeout))
 	default:
-		h.logger.Error(what, "err", err)
+		h.logger.ErrorContext(r.Context(), what, "err", err)
 		httpx.Error(w, http.StatusBadGateway, what+": "+err.Error())
 	}
 }
@@ -314,15 +314,15 @@ func (h *Handler) Rebuild(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
 			err = fmt.Errorf("stopped after rollups.rebuild_timeout (%s): rebuild a shorter range: %w", h.rebuildTimeout, err)
 		}
-		h.logger.Error("rebuild rollups", "tenant", tenant, "err", err)
+		h.logger.ErrorContext(r.Context(), "rebuild rollups", "tenant", tenant, "err", err)
 		send(ProgressLine{Error: err.Error()})
 		return
 	}
-	h.logger.Info("rollups rebuilt", "tenant", tenant, "from", ts(from), "to", ts(to), "device_days", res.DeviceDays, "rows", res.Written)
+	h.logger.InfoContext(r.Context(), "rollups rebuilt", "tenant", tenant, "from", ts(from), "to", ts(to), "device_days", res.DeviceDays, "rows", res.Written)
 	// Every device's whole days are repaired: their dirty marks can go.
 	if days := wholeDays(from, to); h.marks != nil && device == "" && len(days) > 0 {
 		if err := h.marks.ClearDirty(tenant, days, before); err != nil {
-			h.logger.Error("clear the dirty marks of rebuilt days", "tenant", tenant, "err", err)
+			h.logger.ErrorContext(r.Context(), "clear the dirty marks of rebuilt days", "tenant", tenant, "err", err)
 		}
 	}
 	send(ProgressLine{Result: &res})

@@ -5,10 +5,13 @@ package server
 
 import (
 	"crypto/subtle"
+	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/httpx"
+	"github.com/sluicehq/sluice/internal/reqid"
 )
 
 // Token maps one bearer token to its tenant.
@@ -29,10 +32,19 @@ type Routes struct {
 	Metrics http.Handler
 	// Ready reports nil when the gateway accepts writes.
 	Ready func() error
+	// Log, when set, gets one line per request (debug; warn for a 5xx),
+	// with its request id.
+	Log *slog.Logger
 }
 
-// Handler returns the gateway's HTTP handler.
+// Handler returns the gateway's HTTP handler. Every request gets a request
+// id (see package reqid): in the X-Request-Id response header, in error
+// bodies and on the log lines written with the request's context.
 func Handler(tokens []Token, rt Routes) http.Handler {
+	return reqid.Middleware(accessLog(rt.Log, mux(tokens, rt)))
+}
+
+func mux(tokens []Token, rt Routes) http.Handler {
 	mux := http.NewServeMux()
 	auth := func(h http.HandlerFunc) http.Handler { return authenticate(tokens, h) }
 	mux.Handle("POST /v1/readings", auth(rt.PostReadings))
@@ -87,5 +99,50 @@ func authenticate(tokens []Token, next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(httpx.WithTenant(r.Context(), tenant)))
+	})
+}
+
+// statusWriter records the status of a response for the access log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// accessLog logs each request once it is answered: the route it matched
+// (the mux's pattern, e.g. "GET /v1/readings"; never the path or the query
+// string as sent, which a client may fill with anything, secrets included),
+// status and duration; the request id comes from the context. Never a
+// header: the bearer token stays out of the logs.
+func accessLog(logger *slog.Logger, next http.Handler) http.Handler {
+	if logger == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		level := slog.LevelDebug
+		if sw.status >= 500 {
+			level = slog.LevelWarn
+		}
+		logger.Log(r.Context(), level, "http request", "route", r.Pattern,
+			"status", sw.status, "duration", time.Since(start).Round(time.Microsecond))
 	})
 }

@@ -187,6 +187,7 @@ type Sink struct {
 
 	budget *semaphore.Weighted
 	in     chan *pending
+	sat    saturation // since when admission has been refusing (readiness)
 
 	mu       sync.Mutex // guards closed, sends, inflight, catalogue, flight and failed
 	closed   bool
@@ -288,8 +289,10 @@ func (s *Sink) Write(ctx context.Context, req *Request) error {
 			return ctx.Err()
 		}
 		s.m.busy.Inc()
+		s.sat.refused(time.Now())
 		return &BusyError{RetryAfter: time.Second, Reason: fmt.Sprintf("more than %d rows waiting to be written", s.cfg.QueueRows)}
 	}
+	s.sat.admitted()
 	p := &pending{req: req, rows: rows, weight: weight, done: make(chan error, 1)}
 
 	s.mu.Lock()

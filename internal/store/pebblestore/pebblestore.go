@@ -30,6 +30,7 @@ type Options struct {
 // Store is an open embedded store. Its methods are safe for concurrent use.
 type Store struct {
 	db     *pebble.DB
+	dir    string
 	logger *slog.Logger
 	wo     *pebble.WriteOptions
 	ver    versions
@@ -63,7 +64,7 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
 	if opts.NoSync {
 		wo = pebble.NoSync
 	}
-	return &Store{db: db, logger: logger, wo: wo}, nil
+	return &Store{db: db, dir: dir, logger: logger, wo: wo}, nil
 }
 
 // Close flushes nothing extra (every commit is already durable) and closes
