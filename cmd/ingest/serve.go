@@ -68,6 +68,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	sk := sink.New(cfg.Sink, cfg.Buckets, st, logger.With("component", "sink"), reg, ru.sinkOptions()...)
 	ingest := httpingest.New(httpingest.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxDecompressedBytes: cfg.HTTP.MaxDecompressedBytes, Limits: cfg.Limits.Decode(),
+		MaxInflightBodyBytes: cfg.HTTP.MaxInflightBodyBytes, BodyAdmissionTimeout: cfg.HTTP.BodyAdmissionTimeout,
 		Horizon: horizon(cfg.Retention),
 	}, sk, time.Now, logger.With("component", "http"), reg)
 	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), readapi.WithSettle(sk.Settle))
