@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,8 +14,6 @@ import (
 	"testing"
 	"time"
 )
-
-var long = flag.Bool("sluice.long", false, "run the long forms of the process tests (memory under attack for minutes)")
 
 // vmHWM returns the peak resident set size of process pid, in bytes.
 func vmHWM(t *testing.T, pid int) int64 {
@@ -52,22 +49,23 @@ func gzipped(t *testing.T, level int, write func(w io.Writer)) []byte {
 	return buf.Bytes()
 }
 
-// bigReadings writes rows NDJSON readings of metrics metrics each.
+// bigReadings writes rows NDJSON readings of metrics metrics each, a
+// millisecond apart.
 func bigReadings(w io.Writer, dev string, rows, metrics int) {
 	ts := time.Now().Add(-time.Hour).UnixMilli()
+	var tail []byte // the metrics object, the same in every row
+	tail = append(tail, `,"metrics":{`...)
+	for m := range metrics {
+		if m > 0 {
+			tail = append(tail, ',')
+		}
+		tail = fmt.Appendf(tail, `"m%d":%d.5`, m, m)
+	}
+	tail = append(tail, "}}\n"...)
 	var line []byte
 	for i := range rows {
-		line = fmt.Appendf(line[:0], `{"device_id":%q,"ts":%d,"metrics":{`, dev, ts+int64(i))
-		for m := range metrics {
-			if m > 0 {
-				line = append(line, ',')
-			}
-			line = append(line, `"m`...)
-			line = strconv.AppendInt(line, int64(m), 10)
-			line = append(line, `":`...)
-			line = strconv.AppendInt(line, int64(i+m), 10)
-		}
-		line = append(line, "}}\n"...)
+		line = fmt.Appendf(line[:0], `{"device_id":%q,"ts":%d`, dev, ts+int64(i))
+		line = append(line, tail...)
 		_, _ = w.Write(line)
 	}
 }
@@ -79,7 +77,7 @@ func bigReadings(w io.Writer, dev string, rows, metrics int) {
 func memoryFormula(bodyBudget, rows int64) int64 {
 	const (
 		baseline = 128 << 20 // runtime, store cache (pebble cache_bytes 64 MiB) and memtables, rollups at rest
-		rowBytes = 150       // a waiting cell: decoded (24 B), planned into its batch (48 B), encoded for the store (~80 B)
+		rowBytes = 250       // a waiting cell, measured: decoded (24 B), planned into its batch (48 B), encoded for the store and held there until flushed
 		gcFactor = 2         // GOGC=100: the heap may reach twice what is live
 	)
 	return baseline + gcFactor*(bodyBudget+rows*rowBytes)
@@ -95,19 +93,16 @@ func TestMemoryUnderHostileBodies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("memory under attack: not in -short")
 	}
-	g := startGateway(t, t.TempDir())
+	g := startGateway(t, t.TempDir(), strings.Fields(os.Getenv("SLUICE_MEMTEST_ENV"))...)
 	// The defaults: http.max_inflight_body_bytes, and the most rows waiting
 	// (limits.max_rows × limits.max_metrics is over sink.queue_rows).
 	const bodyBudget, rows = 128 << 20, 10_000 * 256
 
 	made := time.Now()
-	// About 256 KiB of gzip that inflates to 256 MiB of spaces.
-	bomb := gzipped(t, gzip.BestCompression, func(w io.Writer) {
-		chunk := bytes.Repeat([]byte{' '}, 1<<20)
-		for range 256 {
-			_, _ = w.Write(chunk)
-		}
-	})
+	// About 256 KiB of gzip that inflates to 256 MiB of spaces: 256 members
+	// of 1 MiB each, concatenated (a gzip reader reads them as one stream).
+	member := gzipped(t, gzip.BestCompression, func(w io.Writer) { _, _ = w.Write(bytes.Repeat([]byte{' '}, 1<<20)) })
+	bomb := bytes.Repeat(member, 256)
 	// The most a request may hold: 10 000 readings of 256 metrics (2.56 M
 	// rows, ~25 MiB inflated), sent three times at once.
 	big := gzipped(t, gzip.BestSpeed, func(w io.Writer) { bigReadings(w, "big", 10_000, 256) })
@@ -166,6 +161,20 @@ func TestMemoryUnderHostileBodies(t *testing.T) {
 		}
 		statuses[what][status]++
 	}
+	// retry sends a body again while it is answered 503, as clients are
+	// told to (and as an attacker would), at most 10 times.
+	retry := func(what string, body func() (io.Reader, int64), gz bool) {
+		for range 10 {
+			r, size := body()
+			st, err := send(r, size, gz)
+			if err != nil || st != http.StatusServiceUnavailable {
+				record(what, st, err)
+				return
+			}
+			time.Sleep(time.Second)
+		}
+		record(what, http.StatusServiceUnavailable, nil)
+	}
 	only := os.Getenv("SLUICE_MEMTEST_ONLY") // for measuring one kind of body at a time
 	round := func() {
 		var wg sync.WaitGroup
@@ -174,8 +183,7 @@ func TestMemoryUnderHostileBodies(t *testing.T) {
 				break
 			}
 			wg.Go(func() {
-				st, err := send(bytes.NewReader(bomb), int64(len(bomb)), true)
-				record("bomb", st, err)
+				retry("bomb", func() (io.Reader, int64) { return bytes.NewReader(bomb), int64(len(bomb)) }, true)
 			})
 		}
 		for i := range largest {
@@ -183,8 +191,7 @@ func TestMemoryUnderHostileBodies(t *testing.T) {
 				break
 			}
 			wg.Go(func() {
-				st, err := send(bytes.NewReader(largest[i]), int64(len(largest[i])), true)
-				record("largest", st, err)
+				retry("largest", func() (io.Reader, int64) { return bytes.NewReader(largest[i]), int64(len(largest[i])) }, true)
 			})
 		}
 		for i := range 4 {
@@ -193,8 +200,9 @@ func TestMemoryUnderHostileBodies(t *testing.T) {
 			}
 			wg.Go(func() {
 				// ~10 MiB of legal NDJSON without a length: 640 000 rows.
-				st, err := send(chunked(func(w io.Writer) { bigReadings(w, fmt.Sprint("chunked-", i), 10_000, 64) }), -1, false)
-				record("chunked", st, err)
+				retry("chunked", func() (io.Reader, int64) {
+					return chunked(func(w io.Writer) { bigReadings(w, fmt.Sprint("chunked-", i), 10_000, 64) }), -1
+				}, false)
 			})
 		}
 		for range 2 {
@@ -203,21 +211,22 @@ func TestMemoryUnderHostileBodies(t *testing.T) {
 			}
 			wg.Go(func() {
 				// 20 MiB of spaces without a length: over max_body_bytes.
-				st, err := send(chunked(func(w io.Writer) {
-					chunk := bytes.Repeat([]byte{' '}, 1<<20)
-					for range 20 {
-						if _, err := w.Write(chunk); err != nil {
-							return
+				retry("chunked_over", func() (io.Reader, int64) {
+					return chunked(func(w io.Writer) {
+						chunk := bytes.Repeat([]byte{' '}, 1<<20)
+						for range 20 {
+							if _, err := w.Write(chunk); err != nil {
+								return
+							}
 						}
-					}
-				}), -1, false)
-				record("chunked_over", st, err)
+					}), -1
+				}, false)
 			})
 		}
 		wg.Wait()
 	}
 	deadline := time.Now()
-	if *long {
+	if longForm() {
 		deadline = deadline.Add(3 * time.Minute)
 	}
 	for n := 1; ; n++ {
@@ -226,6 +235,9 @@ func TestMemoryUnderHostileBodies(t *testing.T) {
 		if time.Now().After(deadline) {
 			break
 		}
+	}
+	if os.Getenv("SLUICE_MEMTEST_LOG") != "" {
+		t.Log(g.logs())
 	}
 	peak := vmHWM(t, g.cmd.Process.Pid)
 	formula := memoryFormula(bodyBudget, rows)
@@ -247,8 +259,8 @@ func TestMemoryUnderHostileBodies(t *testing.T) {
 	if statuses["bomb"][http.StatusAccepted] > 0 || statuses["chunked_over"][http.StatusAccepted] > 0 {
 		t.Errorf("a body over the limits was accepted: %v", statuses)
 	}
-	if statuses["largest"][http.StatusAccepted]+statuses["chunked"][http.StatusAccepted] == 0 {
-		t.Errorf("no legal request was accepted: %v", statuses)
+	if only == "" && (statuses["largest"][http.StatusAccepted] == 0 || statuses["chunked"][http.StatusAccepted] == 0) {
+		t.Errorf("legal requests were not accepted, retried: %v", statuses)
 	}
 	// Still serving.
 	if st, body := g.post("/v1/readings", "", fmt.Appendf(nil, `{"device_id":"after","ts":%d,"metrics":{"v":1}}`, time.Now().UnixMilli())); st != http.StatusAccepted {
