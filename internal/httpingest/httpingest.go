@@ -144,7 +144,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 	}
 	// The decoder copies everything it returns: the body is not needed any
 	// more, and its room goes back to the budget while the rows are written.
-	body = nil
 	charge.Release()
 	if err != nil {
 		var fe *decode.FieldError
