@@ -76,9 +76,12 @@ func bigReadings(w io.Writer, dev string, rows, metrics int) {
 // limits.max_metrics if that is more (it runs alone).
 func memoryFormula(bodyBudget, rows int64) int64 {
 	const (
-		baseline = 128 << 20 // runtime, store cache (pebble cache_bytes 64 MiB) and memtables, rollups at rest
-		rowBytes = 250       // a waiting cell, measured: decoded (24 B), planned into its batch (48 B), encoded for the store and held there until flushed
-		gcFactor = 2         // GOGC=100: the heap may reach twice what is live
+		// The runtime and the idle gateway (~40 MiB), and the embedded
+		// store: store.pebble.cache_bytes (64 MiB) and up to four
+		// memtables of 64 MiB waiting to be flushed.
+		baseline = (40 + 64 + 4*64) << 20
+		rowBytes = 250 // a waiting cell, measured: decoded (24 B), planned into its batch (48 B), encoded for the store
+		gcFactor = 2   // GOGC=100: the heap may reach twice what is live
 	)
 	return baseline + gcFactor*(bodyBudget+rows*rowBytes)
 }
