@@ -72,6 +72,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	quotas := quota.New(cfg.Quotas, configuredTenants(cfg), time.Now, reg)
 	ingest := httpingest.New(httpingest.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxDecompressedBytes: cfg.HTTP.MaxDecompressedBytes, Limits: cfg.Limits.Decode(),
+		MaxInflightBodyBytes: cfg.HTTP.MaxInflightBodyBytes, BodyAdmissionTimeout: cfg.HTTP.BodyAdmissionTimeout,
 		Horizon: horizon(cfg.Retention),
 	}, quotas.Writer(sk), time.Now, logger.With("component", "http"), reg)
 	keys, err := cursorKeys(cfg, logger)

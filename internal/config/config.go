@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/httpingest"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/mqttingest"
 	"github.com/sluicehq/sluice/internal/quota"
@@ -54,6 +55,8 @@ type HTTP struct {
 	Addr                 string        `mapstructure:"addr"`
 	MaxBodyBytes         int64         `mapstructure:"max_body_bytes"`
 	MaxDecompressedBytes int64         `mapstructure:"max_decompressed_bytes"`
+	MaxInflightBodyBytes int64         `mapstructure:"max_inflight_body_bytes"`
+	BodyAdmissionTimeout time.Duration `mapstructure:"body_admission_timeout"`
 	ReadTimeout          time.Duration `mapstructure:"read_timeout"`
 	WriteTimeout         time.Duration `mapstructure:"write_timeout"`
 	IdleTimeout          time.Duration `mapstructure:"idle_timeout"`
@@ -125,6 +128,7 @@ func Default() Config {
 		DataDir: "./data",
 		HTTP: HTTP{
 			Addr: "127.0.0.1:8080", MaxBodyBytes: 16 << 20, MaxDecompressedBytes: 64 << 20,
+			MaxInflightBodyBytes: 128 << 20, BodyAdmissionTimeout: time.Second,
 			ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
 			ShutdownTimeout: 30 * time.Second, DrainDelay: 5 * time.Second, ReadySaturation: 30 * time.Second,
 			TLS: tlsconf.DefaultConfig(),
@@ -421,6 +425,12 @@ func (c Config) Validate() error {
 	}
 	if c.HTTP.MaxDecompressedBytes < c.HTTP.MaxBodyBytes {
 		bad("http.max_decompressed_bytes: must be at least http.max_body_bytes (%d), got %d", c.HTTP.MaxBodyBytes, c.HTTP.MaxDecompressedBytes)
+	}
+	if least := httpingest.MinInflightBodyBytes(c.HTTP.MaxBodyBytes, c.HTTP.MaxDecompressedBytes); c.HTTP.MaxInflightBodyBytes < least {
+		bad("http.max_inflight_body_bytes: must be at least 1.5 × http.max_decompressed_bytes + 64 KiB (%d), got %d", least, c.HTTP.MaxInflightBodyBytes)
+	}
+	if c.HTTP.BodyAdmissionTimeout < 0 || c.HTTP.BodyAdmissionTimeout > time.Minute {
+		bad("http.body_admission_timeout: must be between 0s and 1m, got %s", c.HTTP.BodyAdmissionTimeout)
 	}
 	for _, d := range []struct {
 		key string

@@ -135,6 +135,8 @@ func TestBadSettings(t *testing.T) {
 		{name: "short token", env: []string{"SLUICE_AUTH_TOKENS=abc=t1"}, want: []string{"auth.tokens[0].token: must be at least 8 characters"}},
 		{name: "token without tenant", env: []string{"SLUICE_AUTH_TOKENS=secretvalue"}, want: []string{"is not token=tenant"}},
 		{name: "log level", env: []string{"SLUICE_LOG_LEVEL=loud"}, want: []string{`log.level: "loud"`}},
+		{name: "body budget below one body", env: []string{"SLUICE_HTTP_MAX_INFLIGHT_BODY_BYTES=67108864"}, want: []string{"http.max_inflight_body_bytes: must be at least 1.5 × http.max_decompressed_bytes + 64 KiB (100728833), got 67108864"}},
+		{name: "body admission timeout", env: []string{"SLUICE_HTTP_BODY_ADMISSION_TIMEOUT=-1s"}, want: []string{"http.body_admission_timeout: must be between 0s and 1m, got -1s"}},
 		{name: "bound below metrics", env: []string{"SLUICE_BUCKETS_MAX_ROWS=10"}, want: []string{"buckets.max_rows: must be at least limits.max_metrics"}},
 	}
 	for _, tt := range tests {

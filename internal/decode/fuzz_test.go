@@ -246,6 +246,13 @@ func FuzzReadings(f *testing.F) {
 		}
 		checkReadings(t, rs, testNow, lim)
 		checkJSON(t, body, format)
+		cells := 0
+		for _, r := range rs {
+			cells += len(r.Metrics)
+		}
+		if bound := ReadingCellsBound(body, lim); cells > bound {
+			t.Fatalf("%d cells decoded, over ReadingCellsBound %d", cells, bound)
+		}
 		for _, r := range rs {
 			if device != "" && r.DeviceID != device {
 				t.Fatalf("device %q, want %q from the topic", r.DeviceID, device)
@@ -294,6 +301,9 @@ func FuzzAudit(f *testing.F) {
 		}
 		checkAudit(t, es, testNow, lim)
 		checkJSON(t, body, format)
+		if bound := AuditRowsBound(body, lim); len(es) > bound {
+			t.Fatalf("%d events decoded, over AuditRowsBound %d", len(es), bound)
+		}
 		if len(es) == 0 {
 			return
 		}

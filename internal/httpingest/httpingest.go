@@ -2,23 +2,28 @@
 // the body within its limits (gzip included), decodes and validates every
 // row, and hands the request to the write pipeline as one all-or-nothing
 // unit. It answers 202 only after the pipeline reports the rows durable.
+//
+// Memory is admitted before it is spent. Every byte of buffer a body is read
+// or inflated into is first charged to a gateway-wide budget
+// (Config.MaxInflightBodyBytes): from Content-Length when it is known, in
+// bounded steps as a chunked or gzip body grows; the budget is given back
+// once the body is decoded. The rows a body can hold are bounded from its
+// bytes without decoding and taken from the pipeline's row budget
+// (sink.Sink.Reserve) before decoding. Either budget staying full answers
+// 503 with Retry-After, before the memory is allocated.
 package httpingest
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/bytebudget"
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/model"
@@ -26,15 +31,25 @@ import (
 	"github.com/sluicehq/sluice/internal/sink"
 )
 
-// Writer is the write pipeline.
+// Writer is the write pipeline: room for a request's rows is reserved
+// before they are decoded, then the rows are written under it.
 type Writer interface {
-	Write(ctx context.Context, req *sink.Request) error
+	Reserve(ctx context.Context, rows int) (*sink.Reservation, error)
+	WriteReserved(ctx context.Context, res *sink.Reservation, req *sink.Request) error
 }
 
 // Config bounds request bodies.
 type Config struct {
 	MaxBodyBytes         int64
 	MaxDecompressedBytes int64
+	// MaxInflightBodyBytes is the budget of body buffers held by all
+	// requests at once (see the package comment). It must be at least
+	// MinInflightBodyBytes(MaxBodyBytes, MaxDecompressedBytes); zero means
+	// exactly that.
+	MaxInflightBodyBytes int64
+	// BodyAdmissionTimeout is how long a request waits for room in that
+	// budget before it is answered 503.
+	BodyAdmissionTimeout time.Duration
 	Limits               decode.Limits
 	// Horizon, if set, returns the oldest timestamp kept for a tenant's
 	// data of a kind at now (the retention policy): older rows are refused
@@ -49,14 +64,17 @@ type Handler struct {
 	now    func() time.Time
 	logger *slog.Logger
 	m      *metrics
-	bufs   sync.Pool
+	bodies *bytebudget.Budget
 }
 
 // New returns the ingest handler. now is the clock used for the future
 // timestamp limit.
 func New(cfg Config, w Writer, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer) *Handler {
+	if cfg.MaxInflightBodyBytes == 0 {
+		cfg.MaxInflightBodyBytes = MinInflightBodyBytes(cfg.MaxBodyBytes, cfg.MaxDecompressedBytes)
+	}
 	return &Handler{cfg: cfg, w: w, now: now, logger: logger, m: newMetrics(reg),
-		bufs: sync.Pool{New: func() any { return new(bytes.Buffer) }}}
+		bodies: bytebudget.New(cfg.MaxInflightBodyBytes, cfg.BodyAdmissionTimeout, "sluice_http_body", reg)}
 }
 
 // Readings serves POST /v1/readings.
@@ -81,15 +99,36 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 		h.reject(w, kl, "content_type", http.StatusUnsupportedMediaType, err.Error())
 		return
 	}
-	buf := h.bufs.Get().(*bytes.Buffer)
-	// The decoder copies everything it returns, so the buffer can go back
-	// to the pool even while the pipeline still holds the rows.
-	defer h.putBuf(buf)
-	if status, msg := h.readBody(w, r, buf); status != 0 {
-		h.reject(w, kl, "body", status, msg)
+	charge := h.bodies.Charge()
+	defer charge.Release()
+	body, berr := h.readBody(w, r, charge)
+	switch {
+	case berr == nil:
+	case berr.busy && r.Context().Err() != nil:
+		h.m.rejected.WithLabelValues(kl, "cancelled").Inc() // the client is gone
+		return
+	case berr.busy:
+		h.m.rejected.WithLabelValues(kl, "body_busy").Inc()
+		httpx.Busy(w, bodyRetryAfter, berr.msg)
+		return
+	default:
+		h.reject(w, kl, "body", berr.status, berr.msg)
 		return
 	}
-	h.m.bytes.WithLabelValues(kl).Add(float64(buf.Len()))
+	h.m.bytes.WithLabelValues(kl).Add(float64(len(body)))
+	// Take the pipeline's room for as many rows as the body can hold before
+	// decoding it, so that a request the pipeline has no room for is refused
+	// before its rows cost memory.
+	bound := decode.AuditRowsBound(body, h.cfg.Limits)
+	if kind == model.KindReadings {
+		bound = decode.ReadingCellsBound(body, h.cfg.Limits)
+	}
+	res, err := h.w.Reserve(r.Context(), bound)
+	if err != nil {
+		h.writeError(w, r, kl, tenant, 0, err)
+		return
+	}
+	defer res.Release() // unless WriteReserved took it
 	req := &sink.Request{Tenant: tenant}
 	lim := h.cfg.Limits
 	now := h.now()
@@ -98,12 +137,15 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 	}
 	n := 0
 	if kind == model.KindReadings {
-		req.Readings, err = decode.Readings(buf.Bytes(), format, now, lim, decode.Options{})
+		req.Readings, err = decode.Readings(body, format, now, lim, decode.Options{})
 		n = len(req.Readings)
 	} else {
-		req.Audit, err = decode.Audit(buf.Bytes(), format, now, lim)
+		req.Audit, err = decode.Audit(body, format, now, lim)
 		n = len(req.Audit)
 	}
+	// The decoder copies everything it returns: the body is not needed any
+	// more, and its room goes back to the budget while the rows are written.
+	charge.Release()
 	if err != nil {
 		var fe *decode.FieldError
 		var tm *decode.TooManyRowsError
@@ -119,25 +161,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 		}
 		return
 	}
-	if err := h.w.Write(r.Context(), req); err != nil {
-		var busy *sink.BusyError
-		var over *quota.ExceededError
-		switch {
-		case errors.As(err, &over):
-			h.m.rejected.WithLabelValues(kl, "quota").Inc()
-			httpx.TooMany(w, over.RetryAfter, quota.ExceededMessage(over))
-		case errors.As(err, &busy):
-			h.m.rejected.WithLabelValues(kl, "busy").Inc()
-			httpx.Busy(w, busy.RetryAfter, "nothing stored: "+busy.Error())
-		case errors.Is(err, sink.ErrClosed):
-			h.m.rejected.WithLabelValues(kl, "shutdown").Inc()
-			httpx.Busy(w, 5*time.Second, "nothing stored: gateway is shutting down")
-		case r.Context().Err() != nil:
-			h.m.rejected.WithLabelValues(kl, "cancelled").Inc() // the client is gone
-		default:
-			h.logger.ErrorContext(r.Context(), "write request", "kind", kl, "tenant", tenant, "rows", n, "err", err)
-			h.reject(w, kl, "store", http.StatusInternalServerError, "rows not stored: "+err.Error())
-		}
+	if err := h.w.WriteReserved(r.Context(), res, req); err != nil {
+		h.writeError(w, r, kl, tenant, n, err)
 		return
 	}
 	h.m.accepted.WithLabelValues(kl).Add(float64(n))
@@ -146,55 +171,29 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 	}{n})
 }
 
+// writeError answers a request the pipeline did not take.
+func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, kl, tenant string, n int, err error) {
+	var busy *sink.BusyError
+	var over *quota.ExceededError
+	switch {
+	case errors.As(err, &over):
+		h.m.rejected.WithLabelValues(kl, "quota").Inc()
+		httpx.TooMany(w, over.RetryAfter, quota.ExceededMessage(over))
+	case errors.As(err, &busy):
+		h.m.rejected.WithLabelValues(kl, "busy").Inc()
+		httpx.Busy(w, busy.RetryAfter, "nothing stored: "+busy.Error())
+	case errors.Is(err, sink.ErrClosed):
+		h.m.rejected.WithLabelValues(kl, "shutdown").Inc()
+		httpx.Busy(w, 5*time.Second, "nothing stored: gateway is shutting down")
+	case r.Context().Err() != nil:
+		h.m.rejected.WithLabelValues(kl, "cancelled").Inc() // the client is gone
+	default:
+		h.logger.ErrorContext(r.Context(), "write request", "kind", kl, "tenant", tenant, "rows", n, "err", err)
+		h.reject(w, kl, "store", http.StatusInternalServerError, "rows not stored: "+err.Error())
+	}
+}
+
 func (h *Handler) reject(w http.ResponseWriter, kind, reason string, status int, msg string) {
 	h.m.rejected.WithLabelValues(kind, reason).Inc()
 	httpx.Error(w, status, msg)
-}
-
-func (h *Handler) putBuf(b *bytes.Buffer) {
-	if b.Cap() > 4<<20 {
-		return // let large buffers go rather than pin them
-	}
-	b.Reset()
-	h.bufs.Put(b)
-}
-
-// readBody reads the (possibly gzip-encoded) body into buf. It returns a
-// status and message when the body cannot be taken.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) (int, string) {
-	if r.ContentLength > h.cfg.MaxBodyBytes {
-		return http.StatusRequestEntityTooLarge, fmt.Sprintf("nothing stored: body of %d bytes is over the limit of %d bytes", r.ContentLength, h.cfg.MaxBodyBytes)
-	}
-	body := http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
-	var src io.Reader = body
-	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
-	case "", "identity":
-	case "gzip":
-		zr, err := gzip.NewReader(body)
-		if err != nil {
-			return bodyError(err, h.cfg.MaxBodyBytes, "nothing stored: body is not valid gzip")
-		}
-		defer zr.Close()
-		src = io.LimitReader(zr, h.cfg.MaxDecompressedBytes+1)
-	default:
-		return http.StatusUnsupportedMediaType, fmt.Sprintf("nothing stored: Content-Encoding %q is not supported (allowed: gzip, identity)", enc)
-	}
-	if _, err := buf.ReadFrom(src); err != nil {
-		return bodyError(err, h.cfg.MaxBodyBytes, "nothing stored: read body: "+err.Error())
-	}
-	if int64(buf.Len()) > h.cfg.MaxDecompressedBytes {
-		return http.StatusRequestEntityTooLarge, fmt.Sprintf("nothing stored: decompressed body is over the limit of %d bytes", h.cfg.MaxDecompressedBytes)
-	}
-	return 0, ""
-}
-
-func bodyError(err error, limit int64, msg string) (int, string) {
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return http.StatusRequestEntityTooLarge, fmt.Sprintf("nothing stored: body is over the limit of %d bytes", limit)
-	}
-	if errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return http.StatusBadRequest, "nothing stored: body is not valid gzip"
-	}
-	return http.StatusBadRequest, msg
 }

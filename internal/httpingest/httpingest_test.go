@@ -32,9 +32,17 @@ var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 type gatedStore struct {
 	*pebblestore.Store
 	gate chan struct{}
+	// entered, when set, is told of each commit that reaches the gate.
+	entered *chan struct{}
 }
 
 func (g *gatedStore) Commit(ctx context.Context, b *store.Batch) error {
+	if g.entered != nil && *g.entered != nil {
+		select {
+		case *g.entered <- struct{}{}:
+		default:
+		}
+	}
 	if g.gate != nil {
 		<-g.gate
 	}
@@ -42,9 +50,10 @@ func (g *gatedStore) Commit(ctx context.Context, b *store.Batch) error {
 }
 
 type env struct {
-	url  string
-	st   *pebblestore.Store
-	sink *sink.Sink
+	url     string
+	st      *pebblestore.Store
+	sink    *sink.Sink
+	entered chan struct{} // see gatedStore.entered
 }
 
 func newEnv(t *testing.T, scfg sink.Config, gate chan struct{}) *env {
@@ -54,7 +63,8 @@ func newEnv(t *testing.T, scfg sink.Config, gate chan struct{}) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk := sink.New(scfg, buckets.DefaultConfig(), &gatedStore{Store: st, gate: gate}, logger, nil)
+	e := &env{st: st}
+	sk := sink.New(scfg, buckets.DefaultConfig(), &gatedStore{Store: st, gate: gate, entered: &e.entered}, logger, nil)
 	lim := decode.DefaultLimits()
 	lim.MaxRows = 100
 	h := httpingest.New(httpingest.Config{MaxBodyBytes: 4096, MaxDecompressedBytes: 16384, Limits: lim},
@@ -70,7 +80,8 @@ func newEnv(t *testing.T, scfg sink.Config, gate chan struct{}) *env {
 		_ = sk.Close(context.Background())
 		_ = st.Close()
 	})
-	return &env{url: srv.URL, st: st, sink: sk}
+	e.url, e.sink = srv.URL, sk
+	return e
 }
 
 type response struct {

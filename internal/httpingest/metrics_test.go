@@ -18,10 +18,15 @@ import (
 	"github.com/sluicehq/sluice/internal/sink"
 )
 
-// writerFunc is a Writer.
+// writerFunc is a Writer that reserves nothing (a nil reservation is one
+// Release ignores) and answers every write with f.
 type writerFunc func(context.Context, *sink.Request) error
 
-func (f writerFunc) Write(ctx context.Context, r *sink.Request) error { return f(ctx, r) }
+func (f writerFunc) Reserve(context.Context, int) (*sink.Reservation, error) { return nil, nil }
+
+func (f writerFunc) WriteReserved(ctx context.Context, _ *sink.Reservation, r *sink.Request) error {
+	return f(ctx, r)
+}
 
 // TestMetricsMove checks that each outcome of an ingest request moves its
 // metric: rows accepted by kind, body bytes by kind, and refusals by kind

@@ -89,15 +89,17 @@ func (c *countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Writer is the write pipeline.
+// Writer is the write pipeline: room for a request's rows is reserved
+// before they are decoded, then the rows are written under it.
 type Writer interface {
-	Write(ctx context.Context, req *sink.Request) error
+	Reserve(ctx context.Context, rows int) (*sink.Reservation, error)
+	WriteReserved(ctx context.Context, res *sink.Reservation, req *sink.Request) error
 }
 
 // Writer returns next limited by the tenant's row quota (and its byte
 // quota for a body Middleware counted): a request over it is refused with
-// an *ExceededError before it reaches next, so it takes none of the
-// pipeline's budget.
+// an *ExceededError before it reaches next, and the pipeline room reserved
+// for it while it was decoded is given back at once.
 func (q *Quotas) Writer(next Writer) Writer { return &limited{q: q, next: next} }
 
 type limited struct {
@@ -105,16 +107,22 @@ type limited struct {
 	next Writer
 }
 
-func (l *limited) Write(ctx context.Context, req *sink.Request) error {
+func (l *limited) Reserve(ctx context.Context, rows int) (*sink.Reservation, error) {
+	return l.next.Reserve(ctx, rows)
+}
+
+func (l *limited) WriteReserved(ctx context.Context, res *sink.Reservation, req *sink.Request) error {
 	if c, ok := ctx.Value(bodyKey{}).(*countingBody); ok {
 		if err := l.q.TakeBytes(req.Tenant, c.n); err != nil {
+			res.Release()
 			l.q.m.refusedRows.WithLabelValues(l.q.label(req.Tenant)).Add(float64(Rows(req)))
 			return err
 		}
 	}
 	if err := l.q.TakeRows(req.Tenant, Rows(req)); err != nil {
+		res.Release()
 		l.q.m.refusedRows.WithLabelValues(l.q.label(req.Tenant)).Add(float64(Rows(req)))
 		return err
 	}
-	return l.next.Write(ctx, req)
+	return l.next.WriteReserved(ctx, res, req)
 }

@@ -32,7 +32,10 @@ type pipeline struct {
 	entered chan struct{}
 }
 
-func (p *pipeline) Write(ctx context.Context, r *sink.Request) error {
+// Reserve reserves nothing: a nil reservation is one Release ignores.
+func (p *pipeline) Reserve(context.Context, int) (*sink.Reservation, error) { return nil, nil }
+
+func (p *pipeline) WriteReserved(ctx context.Context, _ *sink.Reservation, r *sink.Request) error {
 	if p.hold != nil {
 		p.entered <- struct{}{}
 		<-p.hold

@@ -9,6 +9,9 @@
 //
 //  1. Write takes a share of the row budget (Config.QueueRows), waiting at
 //     most Config.AdmissionTimeout; without it the caller gets a *BusyError.
+//     A transport may take the share before it decodes the rows (Reserve,
+//     then WriteReserved), so that a request that would be refused is
+//     refused before its rows cost memory.
 //  2. One flusher goroutine collects requests until Config.BatchRows rows are
 //     waiting or Config.Linger passed since the first, then plans them. It
 //     alone touches the planner, so bucketing decisions are serial. Before it
@@ -282,15 +285,80 @@ func (s *Sink) Write(ctx context.Context, req *Request) error {
 	if rows == 0 {
 		return nil
 	}
-	// A request larger than the whole budget takes all of it and runs alone.
-	weight := min(int64(rows), int64(s.cfg.QueueRows))
+	res, err := s.Reserve(ctx, rows)
+	if err != nil {
+		return err
+	}
+	return s.WriteReserved(ctx, res, req)
+}
+
+// Reservation is a share of the row budget taken before the rows it is for
+// exist, so that a transport can refuse a request before it spends memory
+// decoding it. Pass it to WriteReserved, or give it back with Release.
+type Reservation struct {
+	s      *Sink
+	weight int64
+	done   bool
+}
+
+// Reserve takes room for up to rows rows, as Write would for a request of
+// that many, waiting at most Config.AdmissionTimeout; when the budget stays
+// full it returns a *BusyError. A reservation larger than the whole budget
+// takes all of it.
+func (s *Sink) Reserve(ctx context.Context, rows int) (*Reservation, error) {
+	weight := min(int64(max(rows, 1)), int64(s.cfg.QueueRows))
 	if err := s.admit(ctx, weight); err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
-		s.m.busy.Inc()
-		s.sat.refused(time.Now())
-		return &BusyError{RetryAfter: time.Second, Reason: fmt.Sprintf("more than %d rows waiting to be written", s.cfg.QueueRows)}
+		return nil, s.busyError()
+	}
+	return &Reservation{s: s, weight: weight}, nil
+}
+
+func (s *Sink) busyError() *BusyError {
+	s.m.busy.Inc()
+	s.sat.refused(time.Now())
+	return &BusyError{RetryAfter: time.Second, Reason: fmt.Sprintf("more than %d rows waiting to be written", s.cfg.QueueRows)}
+}
+
+// Release gives back a reservation that was not passed to WriteReserved. It
+// is safe to call more than once, and after WriteReserved (it then does
+// nothing).
+func (r *Reservation) Release() {
+	if r == nil || r.done {
+		return
+	}
+	r.done = true
+	r.s.budget.Release(r.weight)
+}
+
+// WriteReserved is Write for a request whose rows were reserved with
+// Reserve; it consumes res whatever it returns. Room reserved beyond the
+// request's rows is given back at once; a request with more rows than
+// reserved is admitted for the rest as Write would, and gets a *BusyError
+// if that fails.
+func (s *Sink) WriteReserved(ctx context.Context, res *Reservation, req *Request) error {
+	if res == nil || res.done || res.s != s {
+		return errors.New("sink: WriteReserved needs an unused reservation of this sink")
+	}
+	res.done = true
+	rows := req.Rows()
+	weight := min(int64(rows), int64(s.cfg.QueueRows))
+	switch {
+	case weight < res.weight:
+		s.budget.Release(res.weight - weight)
+	case weight > res.weight:
+		if err := s.admit(ctx, weight-res.weight); err != nil {
+			s.budget.Release(res.weight)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return s.busyError()
+		}
+	}
+	if rows == 0 {
+		return nil
 	}
 	s.sat.admitted()
 	p := &pending{req: req, rows: rows, weight: weight, done: make(chan error, 1)}

@@ -1034,3 +1034,106 @@ func TestVersionedBatchesCommitConcurrently(t *testing.T) {
 		t.Errorf("read back %d readings, want 2", len(got))
 	}
 }
+
+// TestReserve checks the reservation a transport takes before it decodes:
+// it is refused as Write would be when the budget is full, Release gives it
+// back, WriteReserved trims what was reserved beyond the request's rows and
+// admits what is missing, and a used reservation cannot be used again.
+func TestReserve(t *testing.T) {
+	g := newGate()
+	defer g.open()
+	hs := &hookStore{Store: tempStore(t), hook: func(int, *store.Batch) error { g.wait(); return nil }}
+	cfg := testConfig()
+	cfg.QueueRows, cfg.BatchRows, cfg.AdmissionTimeout = 10, 10, 20*time.Millisecond
+	s := start(t, cfg, testBuckets(), hs)
+	req := func(dev string, n int) *Request {
+		var rs []model.Reading
+		for i := range n {
+			rs = append(rs, reading(dev, base+int64(i), "m"))
+		}
+		return &Request{Tenant: tenant, Readings: rs}
+	}
+	ctx := context.Background()
+
+	r1, err := s.Reserve(ctx, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 8 of 10 reserved: 3 more do not fit.
+	var busy *BusyError
+	if _, err := s.Reserve(ctx, 3); !errors.As(err, &busy) {
+		t.Fatalf("Reserve over the budget = %v, want a *BusyError", err)
+	}
+	if err := s.Write(ctx, req("x", 3)); !errors.As(err, &busy) {
+		t.Fatalf("Write over what reservations left = %v, want a *BusyError", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Reserve(cctx, 3); !errors.Is(err, context.Canceled) {
+		t.Errorf("Reserve with a cancelled context = %v, want context.Canceled", err)
+	}
+	r1.Release()
+	r1.Release() // twice is harmless
+
+	// Reserved 8, the request holds 2: 6 go back at once.
+	r2, err := s.Reserve(ctx, 8)
+	if err != nil {
+		t.Fatalf("Reserve after Release = %v", err)
+	}
+	var wg sync.WaitGroup
+	var errA error
+	wg.Go(func() { errA = s.WriteReserved(ctx, r2, req("a", 2)) })
+	waitFor(t, "request a queued", func() bool { return testutil.ToFloat64(s.m.queued) == 2 })
+	r3, err := s.Reserve(ctx, 8)
+	if err != nil {
+		t.Fatalf("Reserve of what the trimmed reservation gave back = %v", err)
+	}
+	r2.Release() // after WriteReserved: nothing
+	if _, err := s.Reserve(ctx, 1); !errors.As(err, &busy) {
+		t.Fatalf("Reserve with the budget full = %v, want a *BusyError", err)
+	}
+	// Reserved 1 of a request of 3: the 2 missing are not to be had.
+	r3.Release()
+	r4, err := s.Reserve(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hog, err := s.Reserve(ctx, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteReserved(ctx, r4, req("b", 3)); !errors.As(err, &busy) {
+		t.Fatalf("WriteReserved past its reservation with the budget full = %v, want a *BusyError", err)
+	}
+	if err := s.WriteReserved(ctx, r4, req("b", 1)); err == nil {
+		t.Error("WriteReserved with a used reservation = nil, want an error")
+	}
+	hog.Release()
+	// The failed WriteReserved gave its reservation back: 8 free again.
+	r5, err := s.Reserve(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Go(func() {
+		if err := s.WriteReserved(ctx, r5, req("c", 5)); err != nil {
+			t.Errorf("WriteReserved admitting 4 more rows = %v", err)
+		}
+	})
+	waitFor(t, "request c queued", func() bool { return testutil.ToFloat64(s.m.queued) == 7 })
+	g.open()
+	wg.Wait()
+	if errA != nil {
+		t.Errorf("request a: %v", errA)
+	}
+	for dev, want := range map[string]int{"a": 2, "b": 0, "c": 5, "x": 0} {
+		if got := len(readAll(t, hs.Store, tenant, dev)); got != want {
+			t.Errorf("device %s: read back %d readings, want %d", dev, got, want)
+		}
+	}
+	// Everything is back: the whole budget can be reserved.
+	full, err := s.Reserve(ctx, 10)
+	if err != nil {
+		t.Fatalf("Reserve of the whole budget at rest = %v", err)
+	}
+	full.Release()
+}

@@ -1,0 +1,128 @@
+// Package bytebudget bounds the memory that requests in flight may hold: a
+// gateway-wide budget of bytes, charged before the bytes are allocated and
+// given back when the request is done with them. A charge that does not fit
+// waits a bounded time and then fails, so that the caller can answer "busy"
+// instead of growing without bound.
+package bytebudget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
+)
+
+// ErrBusy is returned when a charge could not be had within the wait.
+var ErrBusy = errors.New("byte budget exhausted")
+
+// Budget is a pool of bytes shared by all requests. Its zero value is not
+// usable: create it with New.
+type Budget struct {
+	size int64
+	wait time.Duration
+	sem  *semaphore.Weighted
+	m    *metrics
+}
+
+// New returns a budget of size bytes (at least 1). A charge waits at most
+// wait for room; 0 means "do not wait". name prefixes the metrics
+// (name_inflight_bytes, name_busy_total).
+func New(size int64, wait time.Duration, name string, reg prometheus.Registerer) *Budget {
+	size = max(size, 1)
+	return &Budget{size: size, wait: wait, sem: semaphore.NewWeighted(size), m: newMetrics(name, reg)}
+}
+
+// Size returns the budget's total.
+func (b *Budget) Size() int64 { return b.size }
+
+// Charge is what one request holds of a budget. It is not safe for
+// concurrent use; give it back with Release once the bytes are no longer
+// needed.
+type Charge struct {
+	b    *Budget
+	held int64
+}
+
+// Charge returns an empty charge on b.
+func (b *Budget) Charge() *Charge { return &Charge{b: b} }
+
+// Held returns the bytes the charge holds.
+func (c *Charge) Held() int64 { return c.held }
+
+// Grow makes the charge hold n more bytes, waiting at most the budget's wait
+// for them. It fails with ErrBusy, or with ctx's error if ctx ends first; the
+// charge then holds what it held before. A charge can never hold more than
+// the whole budget: that fails at once with an error saying so.
+func (c *Charge) Grow(ctx context.Context, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	if n > c.b.size-c.held {
+		return fmt.Errorf("%d more bytes would take the charge past the whole budget of %d bytes: %w", n, c.b.size, ErrBusy)
+	}
+	if err := c.b.acquire(ctx, n); err != nil {
+		return err
+	}
+	c.held += n
+	c.b.m.inflight.Add(float64(n))
+	return nil
+}
+
+// Shrink gives back n bytes of the charge (at most what it holds).
+func (c *Charge) Shrink(n int64) {
+	n = min(n, c.held)
+	if n <= 0 {
+		return
+	}
+	c.held -= n
+	c.b.sem.Release(n)
+	c.b.m.inflight.Sub(float64(n))
+}
+
+// Release gives back everything the charge holds. It may be called more
+// than once.
+func (c *Charge) Release() { c.Shrink(c.held) }
+
+func (b *Budget) acquire(ctx context.Context, n int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if b.sem.TryAcquire(n) {
+		return nil
+	}
+	if b.wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, b.wait)
+		defer cancel()
+		if b.sem.Acquire(wctx, n) == nil {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	b.m.busy.Inc()
+	return ErrBusy
+}
+
+type metrics struct {
+	inflight prometheus.Gauge
+	busy     prometheus.Counter
+}
+
+func newMetrics(name string, reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: name + "_inflight_bytes", Help: "Bytes held by requests in flight, charged before they are allocated.",
+		}),
+		busy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: name + "_busy_total", Help: "Requests refused because the byte budget stayed full.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.inflight, m.busy)
+	}
+	return m
+}
