@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/config"
@@ -109,7 +110,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		Ready:   ready.Ready,
 	})
 
-	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+	ln, err := listen(cfg.HTTP)
 	if err != nil {
 		stopMQTT(cfg.HTTP.ShutdownTimeout)
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
@@ -119,6 +120,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		Handler:           h,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes,
 		WriteTimeout:      cfg.HTTP.WriteTimeout,
 		IdleTimeout:       cfg.HTTP.IdleTimeout,
 		ErrorLog:          httpErrorLog(logger, reg),
@@ -274,4 +276,15 @@ func extraRoutes(sets ...map[string]http.HandlerFunc) map[string]http.HandlerFun
 		}
 	}
 	return out
+}
+
+// listen opens the HTTP listener, serving at most http.max_connections
+// connections at once: past that, Accept waits until one closes, and new
+// clients wait in the kernel's backlog instead of costing memory here.
+func listen(c config.HTTP) (net.Listener, error) {
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil || c.MaxConnections == 0 {
+		return ln, err
+	}
+	return netutil.LimitListener(ln, c.MaxConnections), nil
 }

@@ -27,12 +27,25 @@ type Budget struct {
 	m    *metrics
 }
 
+// Metrics are what a budget reports: the bytes charged now, and the charges
+// refused because the budget stayed full. The owner names and registers
+// them; either may be nil.
+type Metrics struct {
+	Inflight prometheus.Gauge
+	Busy     prometheus.Counter
+}
+
 // New returns a budget of size bytes (at least 1). A charge waits at most
-// wait for room; 0 means "do not wait". name prefixes the metrics
-// (name_inflight_bytes, name_busy_total).
-func New(size int64, wait time.Duration, name string, reg prometheus.Registerer) *Budget {
+// wait for room; 0 means "do not wait".
+func New(size int64, wait time.Duration, m Metrics) *Budget {
 	size = max(size, 1)
-	return &Budget{size: size, wait: wait, sem: semaphore.NewWeighted(size), m: newMetrics(name, reg)}
+	if m.Inflight == nil {
+		m.Inflight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "unregistered"})
+	}
+	if m.Busy == nil {
+		m.Busy = prometheus.NewCounter(prometheus.CounterOpts{Name: "unregistered"})
+	}
+	return &Budget{size: size, wait: wait, sem: semaphore.NewWeighted(size), m: &metrics{inflight: m.Inflight, busy: m.Busy}}
 }
 
 // Size returns the budget's total.
@@ -110,19 +123,4 @@ func (b *Budget) acquire(ctx context.Context, n int64) error {
 type metrics struct {
 	inflight prometheus.Gauge
 	busy     prometheus.Counter
-}
-
-func newMetrics(name string, reg prometheus.Registerer) *metrics {
-	m := &metrics{
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: name + "_inflight_bytes", Help: "Bytes held by requests in flight, charged before they are allocated.",
-		}),
-		busy: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: name + "_busy_total", Help: "Requests refused because the byte budget stayed full.",
-		}),
-	}
-	if reg != nil {
-		reg.MustRegister(m.inflight, m.busy)
-	}
-	return m
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func TestCharge(t *testing.T) {
-	b := New(100, 20*time.Millisecond, "test", nil)
+	b := New(100, 20*time.Millisecond, Metrics{})
 	ctx := context.Background()
 	a := b.Charge()
 	if err := a.Grow(ctx, 60); err != nil {
@@ -61,7 +61,7 @@ func TestCharge(t *testing.T) {
 
 // A charge waiting for room gets it as soon as another gives it back.
 func TestChargeWaits(t *testing.T) {
-	b := New(10, 5*time.Second, "test", nil)
+	b := New(10, 5*time.Second, Metrics{})
 	a := b.Charge()
 	if err := a.Grow(context.Background(), 10); err != nil {
 		t.Fatal(err)

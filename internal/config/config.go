@@ -61,6 +61,12 @@ type HTTP struct {
 	WriteTimeout         time.Duration `mapstructure:"write_timeout"`
 	IdleTimeout          time.Duration `mapstructure:"idle_timeout"`
 	ShutdownTimeout      time.Duration `mapstructure:"shutdown_timeout"`
+	// MaxHeaderBytes bounds a request's header block (Go's default is 1 MiB,
+	// which an unauthenticated client could make every connection hold).
+	MaxHeaderBytes int `mapstructure:"max_header_bytes"`
+	// MaxConnections bounds the connections served at once; more wait in
+	// the listen backlog. 0: no bound.
+	MaxConnections int `mapstructure:"max_connections"`
 	// DrainDelay is how long, after SIGTERM, /readyz answers 503 while
 	// requests are still served, before the listener closes; 0: none.
 	DrainDelay time.Duration `mapstructure:"drain_delay"`
@@ -131,6 +137,7 @@ func Default() Config {
 			MaxInflightBodyBytes: 128 << 20, BodyAdmissionTimeout: time.Second,
 			ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
 			ShutdownTimeout: 30 * time.Second, DrainDelay: 5 * time.Second, ReadySaturation: 30 * time.Second,
+			MaxHeaderBytes: 64 << 10, MaxConnections: 4096,
 			TLS: tlsconf.DefaultConfig(),
 		},
 		Read: readapi.DefaultConfig(),
@@ -447,6 +454,12 @@ func (c Config) Validate() error {
 		if d.v < 0 || d.v > time.Hour {
 			bad("%s: must be between 0s and 1h, got %s", d.key, d.v)
 		}
+	}
+	if c.HTTP.MaxHeaderBytes < 4<<10 || c.HTTP.MaxHeaderBytes > 1<<20 {
+		bad("http.max_header_bytes: must be between 4096 and 1048576, got %d", c.HTTP.MaxHeaderBytes)
+	}
+	if c.HTTP.MaxConnections < 0 || c.HTTP.MaxConnections > 1<<20 {
+		bad("http.max_connections: must be between 0 (no bound) and 1048576, got %d", c.HTTP.MaxConnections)
 	}
 	if err := c.Read.Validate(); err != nil {
 		errs = append(errs, err)

@@ -73,8 +73,9 @@ func New(cfg Config, w Writer, now func() time.Time, logger *slog.Logger, reg pr
 	if cfg.MaxInflightBodyBytes == 0 {
 		cfg.MaxInflightBodyBytes = MinInflightBodyBytes(cfg.MaxBodyBytes, cfg.MaxDecompressedBytes)
 	}
-	return &Handler{cfg: cfg, w: w, now: now, logger: logger, m: newMetrics(reg),
-		bodies: bytebudget.New(cfg.MaxInflightBodyBytes, cfg.BodyAdmissionTimeout, "sluice_http_body", reg)}
+	m := newMetrics(reg)
+	return &Handler{cfg: cfg, w: w, now: now, logger: logger, m: m,
+		bodies: bytebudget.New(cfg.MaxInflightBodyBytes, cfg.BodyAdmissionTimeout, m.body)}
 }
 
 // Readings serves POST /v1/readings.

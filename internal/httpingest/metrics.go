@@ -1,11 +1,17 @@
 package httpingest
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/bytebudget"
+)
 
 type metrics struct {
 	accepted *prometheus.CounterVec
 	rejected *prometheus.CounterVec
 	bytes    *prometheus.CounterVec
+	// body is the body budget's (package bytebudget).
+	body bytebudget.Metrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -19,9 +25,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_http_body_bytes_total", Help: "Decompressed ingest body bytes read, by kind.",
 		}, []string{"kind"}),
+		body: bytebudget.Metrics{
+			Inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "sluice_http_body_inflight_bytes", Help: "Bytes of request body buffers held now, charged to http.max_inflight_body_bytes before they are allocated.",
+			}),
+			Busy: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "sluice_http_body_busy_total", Help: "Ingest requests refused with 503 because the body budget stayed full.",
+			}),
+		},
 	}
 	if reg != nil {
-		reg.MustRegister(m.accepted, m.rejected, m.bytes)
+		reg.MustRegister(m.accepted, m.rejected, m.bytes, m.body.Inflight, m.body.Busy)
 	}
 	return m
 }
