@@ -77,14 +77,15 @@ func (k *Keys) Open(s Scope, c string) (Token, error) {
 	if len(c) > MaxLen {
 		return Token{}, fmt.Errorf("%w: longer than %d characters", ErrInvalid, MaxLen)
 	}
-	// The decoder skips line breaks: refuse anything outside the alphabet,
-	// so that one cursor has one spelling.
+	// The decoder skips line breaks: refuse anything outside the alphabet;
+	// and Strict refuses a last character whose unused bits are not zero.
+	// So one cursor has one spelling.
 	for i := range len(c) {
 		if ch := c[i]; !(ch >= 'A' && ch <= 'Z' || ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '-' || ch == '_') {
 			return Token{}, fmt.Errorf("%w: not base64url", ErrInvalid)
 		}
 	}
-	b, err := base64.RawURLEncoding.DecodeString(c)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
 	if err != nil {
 		return Token{}, fmt.Errorf("%w: not base64url", ErrInvalid)
 	}
