@@ -189,6 +189,11 @@ func (pt *Partition) Key() model.PartitionKey { return pt.info.Key }
 type Entry struct {
 	Part *Partition
 	Info model.PartitionInfo
+	// Mark says the commit that carries the entry may write rows to the
+	// partition while the entry stored before it is exact (or absent): a
+	// store that is not atomic must mark the stored entry ahead before
+	// those rows (store.Batch.Ahead).
+	Mark bool
 }
 
 // Series is the planner's state of one series-day.
@@ -238,6 +243,8 @@ func (p *Planner) Len() int { return len(p.days) }
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
 	s := &Series{sd: sd, parts: make([]*Partition, 0, len(parts))}
 	for _, pi := range parts {
+		// An entry marked Ahead stays a claim in the planner's state too
+		// until Reconcile replaces it with counted values.
 		pt := &Partition{s: s, info: pi, saved: pi, has: true}
 		s.parts = append(s.parts, pt)
 		if !p.ownedBy(pi.Key.Sub) {
@@ -259,6 +266,56 @@ func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series 
 	p.days[sd] = s
 	p.queueIdle(s) // a series-day loaded and never written can go
 	return s
+}
+
+// Unload forgets a series-day that was loaded and not placed in since (the
+// sink unloads the series-days it could not reconcile, to load them again
+// on their next write).
+func (p *Planner) Unload(sd model.SeriesDay) {
+	if s, ok := p.days[sd]; ok {
+		for _, pt := range s.parts {
+			delete(p.ahead, pt)
+		}
+		delete(p.days, sd)
+	}
+}
+
+// Reconciles reports whether this writer must reconcile a stored entry of
+// sub-bucket sub that is marked Ahead before relying on it: when one
+// gateway owns the store (no PerWriterSingle: the embedded store) every
+// such entry was left by an earlier run of it; else only the entries of
+// this writer's slot, which no other live gateway writes (slots are
+// unique), so an entry of its slot still ahead was left by a run of this
+// slot that stopped without settling it.
+func (p *Planner) Reconciles(sub uint32) bool {
+	return !p.cfg.PerWriterSingle || int(WriterOf(sub)) == p.cfg.Writer
+}
+
+// Reconcile replaces what the planner believes of a partition of loaded
+// series-day s, as Load read it from a stored entry marked Ahead, with
+// exact, what its rows add up to (the sink counts them). The stored claim
+// stays the partition's saved entry, and Settle writes the exact one. Call
+// it right after Load, before any Place in s.
+func (p *Planner) Reconcile(s *Series, exact model.PartitionInfo) {
+	for _, pt := range s.parts {
+		if pt.info.Key != exact.Key {
+			continue
+		}
+		exact.Ahead = false
+		exact.Closed = pt.info.Closed
+		if exact.State == "" {
+			exact.State = pt.info.State
+		}
+		if exact.State == "" { // registered, never counted
+			exact.State = StateSingle
+			if _, _, split := SplitSeq(exact.Key.Sub); split {
+				exact.State = StateSplit
+			}
+		}
+		pt.info = exact
+		p.ahead[pt] = struct{}{}
+		return
+	}
 }
 
 // ownedBy reports whether this writer may add rows to sub-bucket sub: its
@@ -377,7 +434,7 @@ func (p *Planner) TakeEntries(dst []Entry) []Entry {
 		if pt.has && covers(pt.saved, pt.info) {
 			continue // ahead of the partition: not evictable until settled
 		}
-		dst = append(dst, p.save(pt, p.aheadOf(pt.info)))
+		dst = append(dst, p.save(pt, p.aheadOf(pt.info), true))
 	}
 	clear(p.dirty)
 	p.dirty = p.dirty[:0]
@@ -385,7 +442,10 @@ func (p *Planner) TakeEntries(dst []Entry) []Entry {
 	return dst
 }
 
-func (p *Planner) save(pt *Partition, e model.PartitionInfo) Entry {
+// save hands out entry e for pt; rows says whether the commit carrying it
+// writes rows (not a settle).
+func (p *Planner) save(pt *Partition, e model.PartitionInfo, rows bool) Entry {
+	mark := rows && (!pt.has || !pt.saved.Ahead)
 	pt.saved, pt.has = e, true
 	pt.pending++
 	if e != pt.info {
@@ -393,7 +453,7 @@ func (p *Planner) save(pt *Partition, e model.PartitionInfo) Entry {
 	} else {
 		delete(p.ahead, pt)
 	}
-	return Entry{Part: pt, Info: e}
+	return Entry{Part: pt, Info: e, Mark: mark}
 }
 
 // covers reports whether entry e is still true of a partition in state pi:
@@ -417,6 +477,7 @@ func (p *Planner) aheadOf(pi model.PartitionInfo) model.PartitionInfo {
 	e.Bytes = max(pi.Bytes, min(pi.Bytes+r.Bytes, p.cfg.MaxBytes))
 	e.MinTS = min(pi.MinTS, max(pi.MinTS-r.Span, pi.Key.Day.Start()))
 	e.MaxTS = max(pi.MaxTS, min(pi.MaxTS+r.Span, pi.Key.Day.End()-1))
+	e.Ahead = pi.Ahead || e != pi
 	return e
 }
 
@@ -431,7 +492,7 @@ func (p *Planner) Settle(all bool) []Entry {
 		if !all && pt.epoch == p.epoch {
 			continue
 		}
-		out = append(out, p.save(pt, pt.info))
+		out = append(out, p.save(pt, pt.info, false))
 	}
 	p.epoch++
 	return out
@@ -449,7 +510,7 @@ func (p *Planner) SettleSeries(sds []model.SeriesDay) []Entry {
 		}
 		for _, pt := range s.parts {
 			if _, ok := p.ahead[pt]; ok {
-				out = append(out, p.save(pt, pt.info))
+				out = append(out, p.save(pt, pt.info, false))
 			}
 		}
 	}
@@ -490,7 +551,7 @@ func (p *Planner) Landed(parts []*Partition) {
 func (p *Planner) Resave(parts []*Partition) []Entry {
 	out := make([]Entry, 0, len(parts))
 	for _, pt := range parts {
-		out = append(out, p.save(pt, p.aheadOf(pt.info)))
+		out = append(out, p.save(pt, p.aheadOf(pt.info), true))
 	}
 	return out
 }

@@ -181,8 +181,10 @@ type Sink struct {
 	cfg     Config
 	st      Store
 	planner *buckets.Planner
+	bcfg    buckets.Config
 	logger  *slog.Logger
 	m       *metrics
+	hm      *healthMetrics
 
 	budget *semaphore.Weighted
 	in     chan *pending
@@ -242,8 +244,10 @@ func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg pro
 		cfg:       cfg,
 		st:        st,
 		planner:   buckets.New(bcfg),
+		bcfg:      bcfg,
 		logger:    logger,
 		m:         newMetrics(reg),
+		hm:        newHealthMetrics(reg),
 		budget:    semaphore.NewWeighted(int64(cfg.QueueRows)),
 		in:        make(chan *pending, 4096),
 		inflight:  make(map[store.AuditID]*batch),
@@ -454,6 +458,23 @@ func (s *Sink) settle(all bool, sds []model.SeriesDay, done chan error) {
 	s.takeFailed()
 	var entries []buckets.Entry
 	if len(sds) > 0 {
+		// A series-day not held may have entries left ahead by an earlier
+		// run: load it (which reconciles them) so that they settle too.
+		var missing []model.SeriesDay
+		for _, sd := range sds {
+			if s.planner.Lookup(sd) == nil {
+				missing = append(missing, sd)
+			}
+		}
+		if len(missing) > 0 {
+			if _, err := s.load(context.Background(), missing); err != nil {
+				s.logger.Error("load partition catalogue", "err", err)
+				if done != nil {
+					done <- err
+				}
+				return
+			}
+		}
 		entries = s.planner.SettleSeries(sds)
 	} else {
 		entries = s.planner.Settle(all)
@@ -668,6 +689,9 @@ func (s *Sink) submit(bt *batch, entries []buckets.Entry, written map[*buckets.P
 		for _, e := range es {
 			bt.b.Catalogue = append(bt.b.Catalogue, e.Info)
 			bt.entries = append(bt.entries, e.Part)
+			if e.Mark {
+				bt.b.Ahead = append(bt.b.Ahead, e.Info.Key)
+			}
 		}
 	}
 	carry(entries)
@@ -757,12 +781,33 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 	if len(missing) == 0 {
 		return out, nil
 	}
+	hs, err := s.load(ctx, missing)
+	if err != nil {
+		return nil, err
+	}
+	for i, sd := range missing {
+		for _, slot := range slots[sd] {
+			*slot = hs[i]
+		}
+	}
+	return out, nil
+}
+
+// load reads the catalogues of series-days the planner does not hold, once
+// the commits in flight that carry an entry of one of them finished,
+// installs them in the planner and reconciles the entries an earlier run
+// left ahead. It returns their states, in the order of missing.
+func (s *Sink) load(ctx context.Context, missing []model.SeriesDay) ([]*buckets.Series, error) {
+	want := make(map[model.SeriesDay]struct{}, len(missing))
+	for _, sd := range missing {
+		want[sd] = struct{}{}
+	}
 	// A series-day the planner dropped may still have entries in flight.
 	var wait []*batch
 	s.mu.Lock()
 	for bt := range s.flight {
 		for sd := range bt.days {
-			if _, ok := slots[sd]; ok {
+			if _, ok := want[sd]; ok {
 				wait = append(wait, bt)
 				break
 			}
@@ -776,14 +821,18 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 	if err != nil {
 		return nil, err
 	}
+	hs := make([]*buckets.Series, len(missing))
 	for i, sd := range missing {
-		h := s.planner.Load(sd, loaded[i])
-		for _, slot := range slots[sd] {
-			*slot = h
-		}
+		hs[i] = s.planner.Load(sd, loaded[i])
 	}
 	s.m.seriesDays.Set(float64(s.planner.Len()))
-	return out, nil
+	if err := s.reconcile(ctx, hs, loaded); err != nil {
+		for _, sd := range missing {
+			s.planner.Unload(sd) // loaded again, and reconciled, next time
+		}
+		return nil, err
+	}
+	return hs, nil
 }
 
 // catalogues reads the catalogues of sds, in one call when the store is a

@@ -21,16 +21,16 @@ func (s *Store) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.Part
 	var out []model.PartitionInfo
 	err := s.do(ctx, "catalogue_read", func(ctx context.Context) error {
 		out = out[:0]
-		it := s.query(`SELECT sub, row_count, byte_count, min_ts, max_ts, state, closed FROM catalogue
+		it := s.query(`SELECT sub, row_count, byte_count, min_ts, max_ts, state, closed, ahead FROM catalogue
 			WHERE tenant = ? AND kind = ? AND day = ? AND shard = ? AND series = ?`,
 			sd.Tenant, sd.Kind.String(), dayValue(sd.Day), catalogueShard(sd.Series), sd.Series).IterContext(ctx)
 		var (
 			sub int32
 			pi  model.PartitionInfo
 		)
-		for it.Scan(&sub, &pi.Rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed) {
+		for it.Scan(&sub, &pi.Rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed, &pi.Ahead) {
 			pi.Key = sd.Partition(uint32(sub))
-			out = append(out, pi)
+			out = append(out, uncounted(pi))
 		}
 		return it.Close()
 	})
@@ -38,6 +38,16 @@ func (s *Store) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.Part
 		return nil, fmt.Errorf("read catalogue of %v: %w", sd, err)
 	}
 	return out, nil
+}
+
+// uncounted marks an entry that was registered but never counted (no
+// state: its commit stopped between its rows and its counts) as ahead:
+// its partition may hold rows that no count covers.
+func uncounted(pi model.PartitionInfo) model.PartitionInfo {
+	if pi.State == "" && !pi.Closed {
+		pi.Ahead = true
+	}
+	return pi
 }
 
 // Catalogues returns the catalogues of many series-days (out[i] for
@@ -56,7 +66,7 @@ func (s *Store) Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]mode
 		},
 		func(i int) string { return sds[i].Series },
 		func(ctx context.Context, p cpart, list []string, want map[string][]int) error {
-			it := s.query(`SELECT series, sub, row_count, byte_count, min_ts, max_ts, state, closed FROM catalogue
+			it := s.query(`SELECT series, sub, row_count, byte_count, min_ts, max_ts, state, closed, ahead FROM catalogue
 				WHERE tenant = ? AND kind = ? AND day = ? AND shard = ? AND series IN ?`,
 				p.tenant, p.kind, dayValue(p.day), p.shard, list).IterContext(ctx)
 			var (
@@ -65,10 +75,10 @@ func (s *Store) Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]mode
 				pi     model.PartitionInfo
 				got    = make(map[int][]model.PartitionInfo, len(list))
 			)
-			for it.Scan(&series, &sub, &pi.Rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed) {
+			for it.Scan(&series, &sub, &pi.Rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed, &pi.Ahead) {
 				for _, i := range want[series] {
 					pi.Key = sds[i].Partition(uint32(sub))
-					got[i] = append(got[i], pi)
+					got[i] = append(got[i], uncounted(pi))
 				}
 			}
 			if err := it.Close(); err != nil {
