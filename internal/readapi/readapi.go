@@ -267,6 +267,9 @@ func (h *Handler) Partitions(w http.ResponseWriter, r *http.Request) {
 	out.Partitions = make([]wire.Partition, len(parts))
 	for i, p := range parts {
 		out.Partitions[i] = wire.PartitionOf(p)
+		// A claim left by a gateway that did not settle it (another
+		// gateway's, still running or gone): counts may run ahead.
+		out.Unsettled = out.Unsettled || p.Ahead
 	}
 	httpx.JSON(w, http.StatusOK, out)
 }

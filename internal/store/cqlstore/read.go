@@ -25,12 +25,13 @@ func (s *Store) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.Part
 			WHERE tenant = ? AND kind = ? AND day = ? AND shard = ? AND series = ?`,
 			sd.Tenant, sd.Kind.String(), dayValue(sd.Day), catalogueShard(sd.Series), sd.Series).IterContext(ctx)
 		var (
-			sub int32
-			pi  model.PartitionInfo
+			sub  int32
+			pi   model.PartitionInfo
+			rows *int64
 		)
-		for it.Scan(&sub, &pi.Rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed, &pi.Ahead) {
+		for it.Scan(&sub, &rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed, &pi.Ahead) {
 			pi.Key = sd.Partition(uint32(sub))
-			out = append(out, uncounted(pi))
+			out = append(out, counted(pi, rows))
 		}
 		return it.Close()
 	})
@@ -40,13 +41,16 @@ func (s *Store) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.Part
 	return out, nil
 }
 
-// uncounted marks an entry that was registered but never counted (no
-// state: its commit stopped between its rows and its counts) as ahead:
-// its partition may hold rows that no count covers.
-func uncounted(pi model.PartitionInfo) model.PartitionInfo {
-	if pi.State == "" && !pi.Closed {
-		pi.Ahead = true
+// counted sets pi's row count from the row_count cell, and marks an entry
+// that was registered but never counted (row_count null: its commit
+// stopped between its rows and its counts) as ahead: its partition may
+// hold rows that no count covers.
+func counted(pi model.PartitionInfo, rows *int64) model.PartitionInfo {
+	if rows == nil {
+		pi.Rows, pi.Ahead = 0, true
+		return pi
 	}
+	pi.Rows = *rows
 	return pi
 }
 
@@ -73,12 +77,13 @@ func (s *Store) Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]mode
 				series string
 				sub    int32
 				pi     model.PartitionInfo
+				rows   *int64
 				got    = make(map[int][]model.PartitionInfo, len(list))
 			)
-			for it.Scan(&series, &sub, &pi.Rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed, &pi.Ahead) {
+			for it.Scan(&series, &sub, &rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed, &pi.Ahead) {
 				for _, i := range want[series] {
 					pi.Key = sds[i].Partition(uint32(sub))
-					got[i] = append(got[i], uncounted(pi))
+					got[i] = append(got[i], counted(pi, rows))
 				}
 			}
 			if err := it.Close(); err != nil {
