@@ -51,13 +51,14 @@
 // rows and Reserve.Bytes more bytes (never past the bounds) and a time range
 // widened by Reserve.Span on each side (within the day). Later rows that fit
 // in the claim need no new entry. Every stored entry is therefore an upper
-// bound on its partition's rows and bytes and a superset of its time range:
-// readers still find every row, and a planner that reloads it counts at
-// least what the partition holds, so the bound still holds (a partition may
-// close up to Reserve.Rows early after a reload). Settle writes exact entries
-// again once partitions are idle, at shutdown, and on demand (the partitions
-// listing asks for it); a partition closed by this planner gets an exact
-// entry (one reloaded from a claim keeps counting the claim).
+// bound on its partition's rows and bytes and a superset of its time range,
+// and is marked Ahead: readers still find every row. Settle writes exact
+// entries again once partitions are idle, at shutdown, and on demand (the
+// partitions listing asks for it). An entry still Ahead when the planner
+// loads it was left by a run that stopped without settling: the sink counts
+// the partition's rows and hands them to Reconcile before any Place (for
+// the entries Reconciles names), so counts go on from the truth and a
+// partition closes at its bound, not up to Reserve.Rows early.
 package buckets
 
 import (
