@@ -321,3 +321,37 @@ func (s *Store) ScanDeadLetters(ctx context.Context, tenant string, day model.Da
 	}
 	return out, nil
 }
+
+// EachPartition calls fn with every catalogue entry of a tenant's kind on
+// day: the 64 catalogue partitions of (tenant, kind, day), read one after
+// another in pages, never a row. Entries come in shard order, and by
+// series and sub-bucket within a shard. It stops at the first error fn
+// returns, or when ctx ends. fn is called from one goroutine at a time.
+func (s *Store) EachPartition(ctx context.Context, tenant string, kind model.Kind, day model.Day, fn func(model.PartitionInfo) error) error {
+	for shard := range catalogueShards {
+		// One page at a time through the shard: a retry of a failed page
+		// would call fn twice for its entries, so no retry here.
+		it := s.query(`SELECT series, sub, row_count, byte_count, min_ts, max_ts, state, closed, ahead FROM catalogue
+			WHERE tenant = ? AND kind = ? AND day = ? AND shard = ?`,
+			tenant, kind.String(), dayValue(day), shard).PageSize(1000).IterContext(ctx)
+		var (
+			series string
+			sub    int32
+			pi     model.PartitionInfo
+			rows   *int64
+			ferr   error
+		)
+		for ferr == nil && it.Scan(&series, &sub, &rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed, &pi.Ahead) {
+			sd := model.SeriesDay{Kind: kind, Tenant: tenant, Series: series, Day: day}
+			pi.Key = sd.Partition(uint32(sub))
+			ferr = fn(counted(pi, rows))
+		}
+		if err := it.Close(); err != nil {
+			return fmt.Errorf("list partitions of %s %s on %s: %w", tenant, kind, day, err)
+		}
+		if ferr != nil {
+			return ferr
+		}
+	}
+	return nil
+}
