@@ -223,6 +223,9 @@ type Planner struct {
 	idle    []*Series
 	head    int
 	checked uint64 // series-days evict looked at, for tests
+	// opened holds the partitions opened since TakeOpened (for the
+	// sub-buckets metric).
+	opened []Opened
 }
 
 // New returns a planner with no series-day loaded.
@@ -586,5 +589,21 @@ func (p *Planner) open(s *Series) error {
 	}
 	s.parts = append(s.parts, pt)
 	s.active = pt
+	p.opened = append(p.opened, Opened{Kind: sd.Kind, N: len(s.parts)})
 	return nil
+}
+
+// Opened says that a partition of a series-day of Kind was opened, which
+// then had N partitions (1 for its first).
+type Opened struct {
+	Kind model.Kind
+	N    int
+}
+
+// TakeOpened returns the partitions opened since the last call, and
+// forgets them.
+func (p *Planner) TakeOpened() []Opened {
+	out := p.opened
+	p.opened = nil
+	return out
 }

@@ -53,6 +53,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/hotparts"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/store"
 )
@@ -92,11 +93,14 @@ type Config struct {
 	QueueRows        int           `mapstructure:"queue_rows"`
 	AdmissionTimeout time.Duration `mapstructure:"admission_timeout"`
 	Commits          int           `mapstructure:"commits"`
+	// HotPartitions bounds the partitions whose write rate is tracked
+	// (see Hottest).
+	HotPartitions int `mapstructure:"hot_partitions"`
 }
 
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
-	return Config{BatchRows: 4_000, Linger: 0, QueueRows: 1_000_000, AdmissionTimeout: time.Second, Commits: 4}
+	return Config{BatchRows: 4_000, Linger: 0, QueueRows: 1_000_000, AdmissionTimeout: time.Second, Commits: 4, HotPartitions: 1000}
 }
 
 // Validate reports every bad setting.
@@ -116,6 +120,9 @@ func (c Config) Validate() error {
 	}
 	if c.Commits < 1 || c.Commits > 64 {
 		errs = append(errs, fmt.Errorf("sink.commits: must be 1..64, got %d", c.Commits))
+	}
+	if c.HotPartitions < 1 || c.HotPartitions > maxHotPartitions {
+		errs = append(errs, fmt.Errorf("sink.hot_partitions: must be 1..%d, got %d", maxHotPartitions, c.HotPartitions))
 	}
 	return errors.Join(errs...)
 }
@@ -185,6 +192,7 @@ type Sink struct {
 	logger  *slog.Logger
 	m       *metrics
 	hm      *healthMetrics
+	hot     *hotparts.Tracker
 
 	budget *semaphore.Weighted
 	in     chan *pending
@@ -248,6 +256,7 @@ func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg pro
 		logger:    logger,
 		m:         newMetrics(reg),
 		hm:        newHealthMetrics(reg),
+		hot:       hotparts.New(cfg.HotPartitions, hotparts.DefaultTau),
 		budget:    semaphore.NewWeighted(int64(cfg.QueueRows)),
 		in:        make(chan *pending, 4096),
 		inflight:  make(map[store.AuditID]*batch),
@@ -610,6 +619,7 @@ func (s *Sink) plan(group []*pending) {
 	parts := s.writes(bt, all)
 	entries := s.planner.TakeEntries(nil)
 	s.m.entries.WithLabelValues("placed").Add(float64(len(entries)))
+	s.observe(bt, entries)
 	if len(bt.waiters) == 0 && len(entries) == 0 {
 		return
 	}

@@ -33,7 +33,7 @@ const (
 var discard = slog.New(slog.DiscardHandler)
 
 func testConfig() Config {
-	return Config{BatchRows: 50, Linger: time.Millisecond, QueueRows: 10_000, AdmissionTimeout: 5 * time.Second, Commits: 3}
+	return Config{BatchRows: 50, Linger: time.Millisecond, QueueRows: 10_000, AdmissionTimeout: 5 * time.Second, Commits: 3, HotPartitions: 100}
 }
 
 func testBuckets() buckets.Config {
