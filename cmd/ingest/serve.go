@@ -78,7 +78,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		return err
 	}
 	readOpts := []readapi.Option{readapi.WithConfig(cfg.Read), readapi.WithCursorKeys(keys)}
-	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), append(readOpts, readapi.WithSettle(sk.Settle))...)
+	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), append(readOpts, readapi.WithSettle(sk.Settle), readapi.WithHottest(sk.Hottest))...)
 	certs := newCertSources(logger.With("component", "tls"), reg)
 	httpTLS, err := certs.serverConfig(cfg.HTTP.TLS)
 	if err != nil {
@@ -100,7 +100,10 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		PostReadings: ingest.Readings, PostAudit: ingest.Audit,
 		GetReadings: read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		Extra:   extraRoutes(ru.routes(), map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.DeadLetters(st, time.Now, logger.With("component", "read"), readOpts...)}),
+		Extra: extraRoutes(ru.routes(), map[string]http.HandlerFunc{
+			"GET /v1/deadletters":    readapi.DeadLetters(st, time.Now, logger.With("component", "read"), readOpts...),
+			"GET /v1/partitions/top": read.TopPartitions,
+		}),
 		Ready: func() error {
 			if stopping.Load() {
 				return errors.New("shutting down")

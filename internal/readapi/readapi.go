@@ -40,6 +40,8 @@ type Handler struct {
 	settle func(context.Context, ...model.SeriesDay) error
 	cfg    Config
 	keys   *cursor.Keys
+	// hottest ranks partitions by recent write rate; nil in direct mode.
+	hottest HottestFunc
 }
 
 // Option adds optional behaviour to a Handler.

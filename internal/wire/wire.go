@@ -295,3 +295,22 @@ type RebuildProgress struct {
 	Result *RebuildResult `json:"result,omitempty"`
 	Error  string         `json:"error,omitempty"`
 }
+
+// RankedPartition is one partition of a ranking (GET /v1/partitions/top):
+// its catalogue entry and, ranked by rate, its recent write rate on the
+// gateway that answered.
+type RankedPartition struct {
+	Partition
+	RowsPerSecond float64 `json:"rows_per_second,omitempty"`
+}
+
+// TopPartitionsPage is the answer of GET /v1/partitions/top.
+type TopPartitionsPage struct {
+	Kind       string            `json:"kind"`
+	Day        string            `json:"day"`
+	By         string            `json:"by"`
+	Partitions []RankedPartition `json:"partitions"`
+	// Unsettled says some listed entries are claims (Ahead): their counts
+	// may run ahead of their partitions.
+	Unsettled bool `json:"unsettled,omitempty"`
+}
