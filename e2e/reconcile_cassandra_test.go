@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // TestCassandraCountsAfterKill: two gateways (writer slots 1 and 2) write
@@ -153,6 +156,27 @@ func TestCassandraCountsAfterKill(t *testing.T) {
 		}
 	}
 	t.Logf("%d partitions checked, %d closed", partitions, closed)
+
+	// The largest partitions of the day, cluster-wide from the shared
+	// catalogue: both gateways' partitions, in order of size.
+	out := direct(t, env, "partitions", "--largest", "--day", model.DayOf(base.UnixMilli()).String(), "--limit", "100", "--format", "json")
+	var page wire.TopPartitionsPage
+	if err := json.Unmarshal([]byte(out), &page); err != nil {
+		t.Fatalf("decode %q: %v", out, err)
+	}
+	if len(page.Partitions) != partitions {
+		t.Errorf("--largest listed %d partitions, want all %d", len(page.Partitions), partitions)
+	}
+	writers := make(map[uint8]bool)
+	for i, p := range page.Partitions {
+		writers[buckets.WriterOf(p.SubBucket)] = true
+		if i > 0 && p.Rows > page.Partitions[i-1].Rows {
+			t.Errorf("--largest not in order: %d rows after %d", p.Rows, page.Partitions[i-1].Rows)
+		}
+	}
+	if !writers[1] || !writers[2] {
+		t.Errorf("--largest ranked partitions of writers %v, want both gateways'", writers)
+	}
 	if closed == 0 {
 		t.Error("no partition closed: the test does not exercise the bound")
 	}
