@@ -107,13 +107,6 @@ func (h *Handler) topBySize(ctx context.Context, out *wire.TopPartitionsPage, te
 	if !ok {
 		return errors.New("this store cannot list a tenant-day's partitions")
 	}
-	if h.settle != nil {
-		// This gateway's entries that run ahead are made exact first; if
-		// that fails the claims are listed, marked.
-		if err := h.settle(ctx); err != nil {
-			h.logger.Warn("partitions ranked unsettled: their counts may run ahead", "err", err)
-		}
-	}
 	size := func(p model.PartitionInfo) int64 {
 		if byBytes {
 			return p.Bytes
@@ -136,12 +129,60 @@ func (h *Handler) topBySize(ctx context.Context, out *wire.TopPartitionsPage, te
 	if err != nil {
 		return err
 	}
-	ranked := make([]wire.RankedPartition, top.Len())
-	for i := len(ranked) - 1; i >= 0; i-- {
-		ranked[i] = wire.RankedPartition{Partition: wire.PartitionOf(heap.Pop(top).(model.PartitionInfo))}
+	ps := make([]model.PartitionInfo, top.Len())
+	for i := len(ps) - 1; i >= 0; i-- {
+		ps[i] = heap.Pop(top).(model.PartitionInfo)
 	}
-	out.Partitions = ranked
+	h.settleRanked(ctx, ps)
+	out.Partitions = make([]wire.RankedPartition, len(ps))
+	for i, p := range ps {
+		out.Partitions[i] = wire.RankedPartition{Partition: wire.PartitionOf(p)}
+	}
 	return nil
+}
+
+// settleRanked has the gateway settle the series-days of the ranked entries
+// that are claims (at most the ranking's length), and replaces those
+// entries with what the catalogue holds then: this gateway's own become
+// exact (and killed predecessors' are reconciled); other gateways' stay
+// claims, marked. Only the listed series-days are settled, so a ranking
+// does not force every busy partition of the gateway to write its entry
+// again. The order stays the one the claims gave.
+func (h *Handler) settleRanked(ctx context.Context, ps []model.PartitionInfo) {
+	if h.settle == nil {
+		return
+	}
+	var sds []model.SeriesDay
+	seen := make(map[model.SeriesDay]bool)
+	for _, p := range ps {
+		if sd := p.Key.SeriesDay(); p.Ahead && !seen[sd] {
+			seen[sd] = true
+			sds = append(sds, sd)
+		}
+	}
+	if len(sds) == 0 {
+		return
+	}
+	if err := h.settle(ctx, sds...); err != nil {
+		h.logger.Warn("partitions ranked unsettled: their counts may run ahead", "err", err)
+		return
+	}
+	fresh := make(map[model.PartitionKey]model.PartitionInfo)
+	for _, sd := range sds {
+		parts, err := h.st.Catalogue(ctx, sd)
+		if err != nil {
+			h.logger.Warn("partitions ranked unsettled: their counts may run ahead", "series_day", sd, "err", err)
+			return
+		}
+		for _, p := range parts {
+			fresh[p.Key] = p
+		}
+	}
+	for i, p := range ps {
+		if f, ok := fresh[p.Key]; ok {
+			ps[i] = f
+		}
+	}
 }
 
 // topByRate lists the gateway's hottest partitions of the tenant-day with

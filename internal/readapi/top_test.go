@@ -3,6 +3,7 @@ package readapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -135,6 +136,50 @@ func TestTopPartitionsParameters(t *testing.T) {
 			status, body := getTop(t, srv, tc.query)
 			if status != 400 || !strings.Contains(body, tc.want) {
 				t.Errorf("got %d %s, want 400 containing %q", status, body, tc.want)
+			}
+		})
+	}
+}
+
+// A ranked entry that is a claim is settled (for its series-day only) and
+// listed as it then stands; one that cannot be settled stays marked.
+func TestTopPartitionsSettlesRanked(t *testing.T) {
+	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	d, _ := model.ParseDay("2026-11-22")
+	sd := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: "dev-1", Day: d}
+	claim := model.PartitionInfo{Key: sd.Partition(0), Rows: 146, Bytes: 4000, MinTS: d.Start(), MaxTS: d.Start(), State: "single", Ahead: true}
+	if err := st.Commit(context.Background(), &store.Batch{Catalogue: []model.PartitionInfo{claim}, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		settle    func(ctx context.Context, sds ...model.SeriesDay) error
+		want      string
+		unsettled bool
+	}{
+		{"cannot settle", func(context.Context, ...model.SeriesDay) error { return errors.New("stopping") }, `"rows":146`, true},
+		{"settled", func(ctx context.Context, sds ...model.SeriesDay) error {
+			if len(sds) != 1 || sds[0] != sd {
+				return fmt.Errorf("asked to settle %v, want only %v", sds, sd)
+			}
+			exact := claim
+			exact.Rows, exact.Ahead = 100, false
+			return st.Commit(ctx, &store.Batch{Catalogue: []model.PartitionInfo{exact}, Version: 2})
+		}, `"rows":100`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := readapi.New(st, time.Now, slog.New(slog.DiscardHandler), readapi.WithSettle(tc.settle))
+			srv := httptest.NewServer(server.Handler([]server.Token{{Token: "read-token", Tenant: "acme"}}, server.Routes{
+				Extra: map[string]http.HandlerFunc{"GET /v1/partitions/top": h.TopPartitions},
+			}))
+			defer srv.Close()
+			status, body := getTop(t, srv, "day=2026-11-22")
+			if status != 200 || !strings.Contains(body, tc.want) || strings.Contains(body, `"unsettled":true`) != tc.unsettled {
+				t.Errorf("got %d %s, want %s, unsettled %v", status, body, tc.want, tc.unsettled)
 			}
 		})
 	}
