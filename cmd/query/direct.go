@@ -55,7 +55,7 @@ func directHTTP(ctx context.Context, cfgFile, tenant string, timeout time.Durati
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
-	opts := []readapi.Option{readapi.WithConfig(cfg.Read)}
+	opts := []readapi.Option{readapi.WithConfig(cfg.Read), readapi.WithRecount(cfg.Buckets.MaxRows)}
 	if cfg.Read.CursorKeyFile != "" {
 		// The gateways' key: cursors from them continue here and back.
 		key, err := cursor.LoadKey(cfg.Read.CursorKeyFile)

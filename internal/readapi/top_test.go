@@ -184,3 +184,51 @@ func TestTopPartitionsSettlesRanked(t *testing.T) {
 		})
 	}
 }
+
+// A claim left by a gateway that is not the one answering is listed with
+// the rows its partition holds when WithRecount is set, as a claim
+// otherwise.
+func TestPartitionsRecountsClaims(t *testing.T) {
+	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	d, _ := model.ParseDay("2026-11-22")
+	pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: "dev-1", Day: d}.Partition(1<<24 | 2<<16 | 1)
+	var rows []model.ReadingRow
+	for i := range 10 {
+		rows = append(rows, model.ReadingRow{TS: d.Start() + int64(i), Metric: "a"})
+	}
+	claim := model.PartitionInfo{Key: pk, Rows: 60, Bytes: 6000, MinTS: d.Start() - 1, MaxTS: d.Start() + 1000, State: "split", Ahead: true}
+	if err := st.Commit(context.Background(), &store.Batch{Partitions: []store.PartitionWrite{{Key: pk, Readings: rows}}, Catalogue: []model.PartitionInfo{claim}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		opts []readapi.Option
+		want []string
+	}{
+		{"claims listed as such", nil, []string{`"rows":60`, `"ahead":true`, `"unsettled":true`}},
+		{"claims counted", []readapi.Option{readapi.WithRecount(1000)}, []string{`"rows":10,"bytes":180`, `"min_ts":"2026-11-22T00:00:00.000Z","max_ts":"2026-11-22T00:00:00.009Z"}]}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := readapi.New(st, time.Now, slog.New(slog.DiscardHandler), tc.opts...)
+			srv := httptest.NewServer(server.Handler([]server.Token{{Token: "read-token", Tenant: "acme"}}, server.Routes{GetPartitions: h.Partitions}))
+			defer srv.Close()
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/partitions?device=dev-1&day=2026-11-22", nil)
+			req.Header.Set("Authorization", "Bearer read-token")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			for _, w := range tc.want {
+				if !strings.Contains(string(body), w) {
+					t.Errorf("got %s, want it to contain %s", body, w)
+				}
+			}
+		})
+	}
+}

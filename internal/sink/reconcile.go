@@ -8,7 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/model"
-	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/partcount"
 )
 
 // Reconciling after a crash. A gateway that stops without settling (killed,
@@ -25,65 +25,7 @@ import (
 // PartitionScanner is implemented by a Store that reads a partition's rows;
 // the sink needs it to reconcile entries left ahead. Without it such entries
 // stay claims (upper bounds: safe, not exact).
-type PartitionScanner interface {
-	ScanReadings(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.ReadingRow, error)
-	ScanAudit(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.AuditEvent, error)
-}
-
-// recountPage is how many rows one read of a recount fetches.
-const recountPage = 5000
-
-// Recount counts the rows of partition pk, reading at most limit+1 rows, and
-// returns its exact entry (rows, bytes, time range; the key set, state and
-// closed flag left for the caller). over is true when the partition holds
-// more than limit rows: the count is then incomplete.
-func Recount(ctx context.Context, sc PartitionScanner, pk model.PartitionKey, limit int64) (pi model.PartitionInfo, over bool, err error) {
-	pi.Key = pk
-	r := store.Range{From: pk.Day.Start(), To: pk.Day.End()}
-	note := func(ts, size int64) {
-		if pi.Rows == 0 || ts < pi.MinTS {
-			pi.MinTS = ts
-		}
-		if pi.Rows == 0 || ts > pi.MaxTS {
-			pi.MaxTS = ts
-		}
-		pi.Rows++
-		pi.Bytes += size
-	}
-	for {
-		n := int(min(recountPage, limit+1-pi.Rows))
-		var got int
-		var last store.Pos
-		if pk.Kind == model.KindAudit {
-			es, err := sc.ScanAudit(ctx, pk, r, n)
-			if err != nil {
-				return pi, false, fmt.Errorf("count rows of %v: %w", pk, err)
-			}
-			for _, e := range es {
-				note(e.TS, e.Size())
-				last = store.Pos{TS: e.TS, Key: e.EventID}
-			}
-			got = len(es)
-		} else {
-			rs, err := sc.ScanReadings(ctx, pk, r, n)
-			if err != nil {
-				return pi, false, fmt.Errorf("count rows of %v: %w", pk, err)
-			}
-			for _, row := range rs {
-				note(row.TS, row.Size())
-				last = store.Pos{TS: row.TS, Key: row.Metric}
-			}
-			got = len(rs)
-		}
-		if pi.Rows > limit {
-			return pi, true, nil
-		}
-		if got < n {
-			return pi, false, nil
-		}
-		r.After = &last
-	}
-}
+type PartitionScanner = partcount.Scanner
 
 // reconcile counts the partitions of freshly loaded series-days whose
 // entries are marked Ahead and that this gateway reconciles, and gives the
@@ -116,7 +58,7 @@ func (s *Sink) reconcile(ctx context.Context, series []*buckets.Series, loaded [
 	limit := max(s.bcfg.MaxRows, 1)
 	for i, j := range jobs {
 		g.Go(func() error {
-			pi, over, err := Recount(gctx, sc, j.pi.Key, max(limit, j.pi.Rows))
+			pi, over, err := partcount.Recount(gctx, sc, j.pi.Key, max(limit, j.pi.Rows))
 			exact[i], overs[i] = pi, over
 			return err
 		})
