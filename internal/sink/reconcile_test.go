@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -115,5 +116,23 @@ func TestReconcileOnWrite(t *testing.T) {
 	checkCatalogue(t, st, bcfg, tenant, "dev") // exact counts, within range
 	if got := catalogue(t, st, model.KindReadings, tenant, "dev"); len(got) != 1 || got[0].Rows != 11 {
 		t.Errorf("catalogue %+v, want one partition of 11 rows", got)
+	}
+}
+
+// Listing series-days the gateway does not hold loads only those with
+// entries to reconcile: a listing of many devices does not grow the
+// planner.
+func TestSettleUnknownDoesNotLoad(t *testing.T) {
+	st := tempStore(t)
+	s := start(t, testConfig(), reserveBuckets(), st)
+	var sds []model.SeriesDay
+	for i := range 200 {
+		sds = append(sds, model.SeriesDay{Kind: model.KindReadings, Tenant: tenant, Series: fmt.Sprint("nobody-", i), Day: model.DayOf(base)})
+	}
+	if err := s.Settle(context.Background(), sds...); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.planner.Len(); n != 0 {
+		t.Errorf("after listing 200 unknown series-days the planner holds %d, want 0", n)
 	}
 }

@@ -476,7 +476,9 @@ func (s *Sink) settle(all bool, sds []model.SeriesDay, done chan error) {
 			}
 		}
 		if len(missing) > 0 {
-			if _, err := s.load(context.Background(), missing); err != nil {
+			// Only series-days with entries to reconcile are kept: a listing
+			// is not a write round, and must not grow the planner.
+			if _, err := s.load(context.Background(), missing, true); err != nil {
 				s.logger.Error("load partition catalogue", "err", err)
 				if done != nil {
 					done <- err
@@ -791,7 +793,7 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 	if len(missing) == 0 {
 		return out, nil
 	}
-	hs, err := s.load(ctx, missing)
+	hs, err := s.load(ctx, missing, false)
 	if err != nil {
 		return nil, err
 	}
@@ -806,8 +808,10 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 // load reads the catalogues of series-days the planner does not hold, once
 // the commits in flight that carry an entry of one of them finished,
 // installs them in the planner and reconciles the entries an earlier run
-// left ahead. It returns their states, in the order of missing.
-func (s *Sink) load(ctx context.Context, missing []model.SeriesDay) ([]*buckets.Series, error) {
+// left ahead. It returns their states, in the order of missing. With
+// onlyAhead, a series-day without an entry to reconcile is not installed
+// (its state is nil).
+func (s *Sink) load(ctx context.Context, missing []model.SeriesDay, onlyAhead bool) ([]*buckets.Series, error) {
 	want := make(map[model.SeriesDay]struct{}, len(missing))
 	for _, sd := range missing {
 		want[sd] = struct{}{}
@@ -833,12 +837,20 @@ func (s *Sink) load(ctx context.Context, missing []model.SeriesDay) ([]*buckets.
 	}
 	hs := make([]*buckets.Series, len(missing))
 	for i, sd := range missing {
+		if onlyAhead && !slices.ContainsFunc(loaded[i], func(pi model.PartitionInfo) bool {
+			return pi.Ahead && s.planner.Reconciles(pi.Key.Sub)
+		}) {
+			loaded[i] = nil
+			continue
+		}
 		hs[i] = s.planner.Load(sd, loaded[i])
 	}
 	s.m.seriesDays.Set(float64(s.planner.Len()))
 	if err := s.reconcile(ctx, hs, loaded); err != nil {
-		for _, sd := range missing {
-			s.planner.Unload(sd) // loaded again, and reconciled, next time
+		for i, sd := range missing {
+			if hs[i] != nil {
+				s.planner.Unload(sd) // loaded again, and reconciled, next time
+			}
 		}
 		return nil, err
 	}
