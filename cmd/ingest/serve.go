@@ -82,7 +82,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		return err
 	}
 	readOpts := []readapi.Option{readapi.WithConfig(cfg.Read), readapi.WithCursorKeys(keys)}
-	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), append(readOpts, readapi.WithSettle(sk.Settle))...)
+	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), append(readOpts, readapi.WithSettle(sk.Settle), readapi.WithHottest(sk.Hottest), readapi.WithRecount(cfg.Buckets.MaxRows))...)
 	certs := newCertSources(logger.With("component", "tls"), reg)
 	httpTLS, err := certs.serverConfig(cfg.HTTP.TLS)
 	if err != nil {
@@ -105,9 +105,12 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		PostAudit:    quotas.Middleware(cfg.HTTP.MaxBodyBytes, ingest.Audit),
 		GetReadings:  read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		Extra:   extraRoutes(ru.routes(), map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.DeadLetters(st, time.Now, logger.With("component", "read"), readOpts...)}),
-		Log:     logger.With("component", "http"),
-		Ready:   ready.Ready,
+		Extra: extraRoutes(ru.routes(), map[string]http.HandlerFunc{
+			"GET /v1/deadletters":    readapi.DeadLetters(st, time.Now, logger.With("component", "read"), readOpts...),
+			"GET /v1/partitions/top": read.TopPartitions,
+		}),
+		Log:   logger.With("component", "http"),
+		Ready: ready.Ready,
 	})
 
 	ln, err := listen(cfg.HTTP)

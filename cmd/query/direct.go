@@ -55,7 +55,7 @@ func directHTTP(ctx context.Context, cfgFile, tenant string, timeout time.Durati
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
-	opts := []readapi.Option{readapi.WithConfig(cfg.Read)}
+	opts := []readapi.Option{readapi.WithConfig(cfg.Read), readapi.WithRecount(cfg.Buckets.MaxRows)}
 	if cfg.Read.CursorKeyFile != "" {
 		// The gateways' key: cursors from them continue here and back.
 		key, err := cursor.LoadKey(cfg.Read.CursorKeyFile)
@@ -75,7 +75,10 @@ func directHTTP(ctx context.Context, cfgFile, tenant string, timeout time.Durati
 	h := server.Handler([]server.Token{{Token: token, Tenant: tenant}}, server.Routes{
 		PostReadings: refuse, PostAudit: refuse,
 		GetReadings: read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
-		Extra: map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.DeadLetters(st, time.Now, logger, opts...)},
+		Extra: map[string]http.HandlerFunc{
+			"GET /v1/deadletters":    readapi.DeadLetters(st, time.Now, logger, opts...),
+			"GET /v1/partitions/top": read.TopPartitions,
+		},
 	})
 	return &http.Client{Transport: directTransport{h}, Timeout: timeout}, token, nil
 }

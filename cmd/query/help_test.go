@@ -50,7 +50,7 @@ var samples = map[string]string{
 }
 
 // boolFlags take no value.
-var boolFlags = map[string]bool{"all": true, "direct": true}
+var boolFlags = map[string]bool{"all": true, "direct": true, "largest": true, "hottest": true, "audit": true}
 
 // companions are flags that only apply together with others.
 var companions = map[string][]string{
@@ -58,10 +58,11 @@ var companions = map[string][]string{
 	"direct":   {"--tenant", "acme"},
 	"tenant":   {"--direct"},
 	"config":   {"--direct", "--tenant", "acme"},
+	"audit":    {"--largest"},
 }
 
 // exclusive names, for a flag, the flag it replaces in required.
-var exclusive = map[string]string{"stream": "device", "device": "stream"}
+var exclusive = map[string]string{"stream": "device", "device": "stream", "largest": "device", "hottest": "device", "audit": "device"}
 
 var (
 	flagName   = regexp.MustCompile(`--([a-z][a-z-]*)`)

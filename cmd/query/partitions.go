@@ -12,24 +12,46 @@ import (
 func partitionsCommand() command {
 	return command{
 		name:     "partitions",
-		synopsis: "(--device D | --stream S) --day YYYY-MM-DD [--format table|csv|json]",
-		summary:  "list the partitions of a device or stream on one UTC day",
-		about: `The table ends with a total line. ROWS and BYTES count every write, so
-overwritten rows count again. When the gateway could not make the entries
-exact first (it is stopping, or the store failed), JSON says "unsettled": true
-and the other formats say so on stderr.
+		synopsis: "(--device D | --stream S) --day YYYY-MM-DD | (--largest [--by rows|bytes] | --hottest) [--audit] [--day YYYY-MM-DD] [--limit N] [--format table|csv|json]",
+		summary:  "list the partitions of a device or stream on one UTC day, or rank a day's largest or hottest",
+		about: `With --device or --stream: that series' partitions on --day. The table ends
+with a total line. ROWS and BYTES count every write, so overwritten rows
+count again. When the gateway could not make the entries exact first (it is
+stopping, or the store failed), JSON says "unsettled": true and the other
+formats say so on stderr.
+
+With --largest: the tenant's largest partitions of the day (default today,
+UTC) across all its devices (or audit streams with --audit), by rows or, with
+--by bytes, by bytes, read from the partition catalogue without reading rows;
+on Cassandra for the whole cluster. With --hottest: the partitions the gateway
+asked wrote fastest over about the last minute, from its own counters (not
+with --direct; each gateway answers for the rows it wrote). --limit is 1..100
+(default 10).
 `,
 		examples: []string{
 			"query partitions --device pump-17 --day 2026-11-22",
 			"query partitions --stream billing-api --day 2026-11-22 --format csv",
+			"query partitions --largest --day 2026-11-22 --limit 20",
+			"query partitions --hottest --format json",
 		},
 		flags: func(fs *flagSet, e *env) func(context.Context) error {
 			device := fs.String("device", "", "device `ID` (readings partitions)")
 			stream := fs.String("stream", "", "audit stream `NAME` (audit partitions)")
-			day := fs.String("day", "", "the UTC day to list, `YYYY-MM-DD` (required)")
+			day := fs.String("day", "", "the UTC day to list, `YYYY-MM-DD` (required with --device or --stream; default today with --largest or --hottest)")
+			largest := fs.Bool("largest", false, "rank the day's largest partitions of the tenant, from the catalogue")
+			hottest := fs.Bool("hottest", false, "rank the partitions the gateway wrote fastest recently")
+			by := fs.String("by", "rows", "with --largest, rank by `rows` or bytes")
+			audit := fs.Bool("audit", false, "with --largest or --hottest, rank audit stream partitions instead of device partitions")
+			limit := fs.Int("limit", 0, "with --largest or --hottest, how many partitions, `N` in 1..100 (default 10)")
 			formatFlag := addFormatFlag(fs)
 			conn := addConnFlags(fs, orDirect)
 			return func(ctx context.Context) error {
+				if *largest || *hottest {
+					if *device != "" || *stream != "" {
+						return fs.usagef("--largest and --hottest rank every series: give neither --device nor --stream")
+					}
+					return rankPartitions(ctx, e, fs, conn, rankFlags{largest: *largest, hottest: *hottest, by: *by, audit: *audit, day: *day, limit: *limit, format: *formatFlag})
+				}
 				var q client.PartitionsQuery
 				switch {
 				case *device != "" && *stream != "":
@@ -83,4 +105,76 @@ and the other formats say so on stderr.
 			}
 		},
 	}
+}
+
+type rankFlags struct {
+	largest, hottest, audit bool
+	by, day, format         string
+	limit                   int
+}
+
+// rankPartitions serves --largest and --hottest.
+func rankPartitions(ctx context.Context, e *env, fs *flagSet, conn *connFlags, rf rankFlags) error {
+	q := client.TopPartitionsQuery{Kind: model.KindReadings, Limit: rf.limit}
+	switch {
+	case rf.largest && rf.hottest:
+		return fs.usagef("give --largest or --hottest, not both")
+	case rf.hottest:
+		q.By = "rate"
+	case rf.by == "rows" || rf.by == "bytes":
+		q.By = rf.by
+	default:
+		return fs.usagef("--by %q: want rows or bytes", rf.by)
+	}
+	if rf.audit {
+		q.Kind = model.KindAudit
+	}
+	if rf.limit < 0 || rf.limit > 100 {
+		return fs.usagef("--limit %d: want 1..100", rf.limit)
+	}
+	if rf.day != "" {
+		d, err := model.ParseDay(rf.day)
+		if err != nil {
+			return fs.usagef("--day %q: want YYYY-MM-DD", rf.day)
+		}
+		q.Day = &d
+	}
+	f, err := parseFormat(fs, rf.format)
+	if err != nil {
+		return err
+	}
+	c, err := conn.client(fs)
+	if err != nil {
+		return err
+	}
+	l, err := c.TopPartitions(ctx, q)
+	if err != nil {
+		return err
+	}
+	ps := make([]model.PartitionInfo, len(l.Partitions))
+	var rates []float64
+	if q.By == "rate" {
+		rates = make([]float64, len(l.Partitions))
+	}
+	for i, p := range l.Partitions {
+		ps[i] = p.PartitionInfo
+		if rates != nil {
+			rates[i] = p.RowsPerSecond
+		}
+	}
+	if l.Unsettled && f != formatJSON {
+		fmt.Fprintln(e.stderr, "query: some entries are not settled: their rows, bytes and times may run ahead of the partitions")
+	}
+	switch f {
+	case formatTable:
+		err = render.TopPartitionsTable(ps, rates).WriteText(e.out)
+	case formatCSV:
+		err = render.TopPartitionsTable(ps, rates).WriteCSV(e.out)
+	case formatJSON:
+		err = render.TopPartitionsJSON(e.out, l.Kind, l.Day, l.By, ps, rates, l.Unsettled)
+	}
+	if err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
 }

@@ -51,13 +51,14 @@
 // rows and Reserve.Bytes more bytes (never past the bounds) and a time range
 // widened by Reserve.Span on each side (within the day). Later rows that fit
 // in the claim need no new entry. Every stored entry is therefore an upper
-// bound on its partition's rows and bytes and a superset of its time range:
-// readers still find every row, and a planner that reloads it counts at
-// least what the partition holds, so the bound still holds (a partition may
-// close up to Reserve.Rows early after a reload). Settle writes exact entries
-// again once partitions are idle, at shutdown, and on demand (the partitions
-// listing asks for it); a partition closed by this planner gets an exact
-// entry (one reloaded from a claim keeps counting the claim).
+// bound on its partition's rows and bytes and a superset of its time range,
+// and is marked Ahead: readers still find every row. Settle writes exact
+// entries again once partitions are idle, at shutdown, and on demand (the
+// partitions listing asks for it). An entry still Ahead when the planner
+// loads it was left by a run that stopped without settling: the sink counts
+// the partition's rows and hands them to Reconcile before any Place (for
+// the entries Reconciles names), so counts go on from the truth and a
+// partition closes at its bound, not up to Reserve.Rows early.
 package buckets
 
 import (
@@ -194,6 +195,11 @@ func (pt *Partition) Key() model.PartitionKey { return pt.info.Key }
 type Entry struct {
 	Part *Partition
 	Info model.PartitionInfo
+	// Mark says the commit that carries the entry may write rows to the
+	// partition while the entry stored before it is exact (or absent): a
+	// store that is not atomic must mark the stored entry ahead before
+	// those rows (store.Batch.Ahead).
+	Mark bool
 }
 
 // Series is the planner's state of one series-day.
@@ -222,6 +228,9 @@ type Planner struct {
 	idle    []*Series
 	head    int
 	checked uint64 // series-days evict looked at, for tests
+	// opened holds the partitions opened since TakeOpened (for the
+	// sub-buckets metric).
+	opened []Opened
 }
 
 // New returns a planner with no series-day loaded.
@@ -243,6 +252,8 @@ func (p *Planner) Len() int { return len(p.days) }
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
 	s := &Series{sd: sd, parts: make([]*Partition, 0, len(parts))}
 	for _, pi := range parts {
+		// An entry marked Ahead stays a claim in the planner's state too
+		// until Reconcile replaces it with counted values.
 		pt := &Partition{s: s, info: pi, saved: pi, has: true}
 		s.parts = append(s.parts, pt)
 		if !p.ownedBy(pi.Key.Sub) {
@@ -264,6 +275,56 @@ func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series 
 	p.days[sd] = s
 	p.queueIdle(s) // a series-day loaded and never written can go
 	return s
+}
+
+// Unload forgets a series-day that was loaded and not placed in since (the
+// sink unloads the series-days it could not reconcile, to load them again
+// on their next write).
+func (p *Planner) Unload(sd model.SeriesDay) {
+	if s, ok := p.days[sd]; ok {
+		for _, pt := range s.parts {
+			delete(p.ahead, pt)
+		}
+		delete(p.days, sd)
+	}
+}
+
+// Reconciles reports whether this writer must reconcile a stored entry of
+// sub-bucket sub that is marked Ahead before relying on it: when one
+// gateway owns the store (no PerWriterSingle: the embedded store) every
+// such entry was left by an earlier run of it; else only the entries of
+// this writer's slot, which no other live gateway writes (slots are
+// unique), so an entry of its slot still ahead was left by a run of this
+// slot that stopped without settling it.
+func (p *Planner) Reconciles(sub uint32) bool {
+	return !p.cfg.PerWriterSingle || int(WriterOf(sub)) == p.cfg.Writer
+}
+
+// Reconcile replaces what the planner believes of a partition of loaded
+// series-day s, as Load read it from a stored entry marked Ahead, with
+// exact, what its rows add up to (the sink counts them). The stored claim
+// stays the partition's saved entry, and Settle writes the exact one. Call
+// it right after Load, before any Place in s.
+func (p *Planner) Reconcile(s *Series, exact model.PartitionInfo) {
+	for _, pt := range s.parts {
+		if pt.info.Key != exact.Key {
+			continue
+		}
+		exact.Ahead = false
+		exact.Closed = pt.info.Closed
+		if exact.State == "" {
+			exact.State = pt.info.State
+		}
+		if exact.State == "" { // registered, never counted
+			exact.State = StateSingle
+			if _, _, split := SplitSeq(exact.Key.Sub); split {
+				exact.State = StateSplit
+			}
+		}
+		pt.info = exact
+		p.ahead[pt] = struct{}{}
+		return
+	}
 }
 
 // ownedBy reports whether this writer may add rows to sub-bucket sub: its
@@ -382,7 +443,7 @@ func (p *Planner) TakeEntries(dst []Entry) []Entry {
 		if pt.has && covers(pt.saved, pt.info) {
 			continue // ahead of the partition: not evictable until settled
 		}
-		dst = append(dst, p.save(pt, p.aheadOf(pt.info)))
+		dst = append(dst, p.save(pt, p.aheadOf(pt.info), true))
 	}
 	clear(p.dirty)
 	p.dirty = p.dirty[:0]
@@ -390,7 +451,10 @@ func (p *Planner) TakeEntries(dst []Entry) []Entry {
 	return dst
 }
 
-func (p *Planner) save(pt *Partition, e model.PartitionInfo) Entry {
+// save hands out entry e for pt; rows says whether the commit carrying it
+// writes rows (not a settle).
+func (p *Planner) save(pt *Partition, e model.PartitionInfo, rows bool) Entry {
+	mark := rows && (!pt.has || !pt.saved.Ahead)
 	pt.saved, pt.has = e, true
 	pt.pending++
 	if e != pt.info {
@@ -398,7 +462,7 @@ func (p *Planner) save(pt *Partition, e model.PartitionInfo) Entry {
 	} else {
 		delete(p.ahead, pt)
 	}
-	return Entry{Part: pt, Info: e}
+	return Entry{Part: pt, Info: e, Mark: mark}
 }
 
 // covers reports whether entry e is still true of a partition in state pi:
@@ -422,6 +486,7 @@ func (p *Planner) aheadOf(pi model.PartitionInfo) model.PartitionInfo {
 	e.Bytes = max(pi.Bytes, min(pi.Bytes+r.Bytes, p.cfg.MaxBytes))
 	e.MinTS = min(pi.MinTS, max(pi.MinTS-r.Span, pi.Key.Day.Start()))
 	e.MaxTS = max(pi.MaxTS, min(pi.MaxTS+r.Span, pi.Key.Day.End()-1))
+	e.Ahead = pi.Ahead || e != pi
 	return e
 }
 
@@ -436,7 +501,7 @@ func (p *Planner) Settle(all bool) []Entry {
 		if !all && pt.epoch == p.epoch {
 			continue
 		}
-		out = append(out, p.save(pt, pt.info))
+		out = append(out, p.save(pt, pt.info, false))
 	}
 	p.epoch++
 	return out
@@ -454,7 +519,7 @@ func (p *Planner) SettleSeries(sds []model.SeriesDay) []Entry {
 		}
 		for _, pt := range s.parts {
 			if _, ok := p.ahead[pt]; ok {
-				out = append(out, p.save(pt, pt.info))
+				out = append(out, p.save(pt, pt.info, false))
 			}
 		}
 	}
@@ -495,7 +560,7 @@ func (p *Planner) Landed(parts []*Partition) {
 func (p *Planner) Resave(parts []*Partition) []Entry {
 	out := make([]Entry, 0, len(parts))
 	for _, pt := range parts {
-		out = append(out, p.save(pt, p.aheadOf(pt.info)))
+		out = append(out, p.save(pt, p.aheadOf(pt.info), true))
 	}
 	return out
 }
@@ -529,5 +594,21 @@ func (p *Planner) open(s *Series) error {
 	}
 	s.parts = append(s.parts, pt)
 	s.active = pt
+	p.opened = append(p.opened, Opened{Kind: sd.Kind, N: len(s.parts)})
 	return nil
+}
+
+// Opened says that a partition of a series-day of Kind was opened, which
+// then had N partitions (1 for its first).
+type Opened struct {
+	Kind model.Kind
+	N    int
+}
+
+// TakeOpened returns the partitions opened since the last call, and
+// forgets them.
+func (p *Planner) TakeOpened() []Opened {
+	out := p.opened
+	p.opened = nil
+	return out
 }

@@ -44,11 +44,4 @@ func (p *Planner) TakeDirty() []model.PartitionInfo {
 
 // Forget drops a series-day from memory.
 // Entries already queued for it are still handed out by TakeEntries.
-func (p *Planner) Forget(sd model.SeriesDay) {
-	if s, ok := p.days[sd]; ok {
-		for _, pt := range s.parts {
-			delete(p.ahead, pt)
-		}
-		delete(p.days, sd)
-	}
-}
+func (p *Planner) Forget(sd model.SeriesDay) { p.Unload(sd) }

@@ -66,7 +66,7 @@ func TestReserveEntries(t *testing.T) {
 				}
 			}
 			want := tc.last
-			want.Key, want.State = sdA.Partition(0), buckets.StateSingle
+			want.Key, want.State, want.Ahead = sdA.Partition(0), buckets.StateSingle, true
 			if last != want {
 				t.Errorf("last entry %+v, want %+v", last, want)
 			}

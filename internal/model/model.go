@@ -158,6 +158,14 @@ type PartitionInfo struct {
 	State string // bucketing state that created the partition, e.g. "single" or "split"
 	// Closed is set once the partition reached its bound; no row is added to it afterwards.
 	Closed bool
+	// Ahead marks a claim rather than an exact entry: the gateway wrote it
+	// ahead of its partition (or registered it before counting its rows)
+	// and has not settled it, so Rows, Bytes and [MinTS, MaxTS] are bounds
+	// the partition may not reach. A gateway that stopped without settling
+	// leaves it set; the next one to load it counts the rows (see
+	// docs/data-model.md, "Reconciling after a crash"). Closed entries are
+	// always exact.
+	Ahead bool
 }
 
 // Overlaps reports whether the partition holds timestamps in [from, to).

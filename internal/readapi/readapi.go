@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/cursor"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/partcount"
 	"github.com/sluicehq/sluice/internal/reader"
 	"github.com/sluicehq/sluice/internal/readparam"
 	"github.com/sluicehq/sluice/internal/wire"
@@ -40,6 +41,21 @@ type Handler struct {
 	settle func(context.Context, ...model.SeriesDay) error
 	cfg    Config
 	keys   *cursor.Keys
+	// hottest ranks partitions by recent write rate; nil in direct mode.
+	hottest HottestFunc
+	// recount bounds the rows counted to list a claim exactly (0: claims
+	// are listed as they are stored).
+	recount int64
+}
+
+// WithRecount has the partitions listing count the rows of every entry
+// that is still a claim after settling (another gateway's, or a killed
+// one's that no gateway of its slot reloaded yet), reading at most
+// maxRows+1 rows of each (buckets.max_rows), and list the counts: exact
+// at the time of the listing, without writing anything (the entry stays
+// its writer's to settle).
+func WithRecount(maxRows int64) Option {
+	return func(h *Handler) { h.recount = maxRows }
 }
 
 // Option adds optional behaviour to a Handler.
@@ -264,9 +280,34 @@ func (h *Handler) Partitions(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	h.recountClaims(ctx, parts)
 	out.Partitions = make([]wire.Partition, len(parts))
 	for i, p := range parts {
 		out.Partitions[i] = wire.PartitionOf(p)
+		// A claim left by a gateway that did not settle it (another
+		// gateway's, still running or gone): counts may run ahead.
+		out.Unsettled = out.Unsettled || p.Ahead
 	}
 	httpx.JSON(w, http.StatusOK, out)
+}
+
+// recountClaims replaces the entries of parts that are still claims with
+// their counted rows, when WithRecount is set. A partition over the bound,
+// or a count that fails, leaves the claim listed as one.
+func (h *Handler) recountClaims(ctx context.Context, parts []model.PartitionInfo) {
+	if h.recount <= 0 {
+		return
+	}
+	for i, p := range parts {
+		if !p.Ahead {
+			continue
+		}
+		exact, over, err := partcount.Recount(ctx, h.st, p.Key, max(h.recount, p.Rows))
+		if err != nil || over {
+			h.logger.Warn("partition listed as a claim: its rows could not be counted", "partition", p.Key, "over_bound", over, "err", err)
+			continue
+		}
+		exact.State, exact.Closed = p.State, p.Closed
+		parts[i] = exact
+	}
 }

@@ -2,6 +2,7 @@ package retention
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/model"
@@ -38,4 +39,23 @@ func (h hidden) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.Part
 		return nil, nil
 	}
 	return h.ReadStore.Catalogue(ctx, sd)
+}
+
+// partitionLister is the tenant-day catalogue listing of a store that has
+// one (see readapi.PartitionLister).
+type partitionLister interface {
+	EachPartition(ctx context.Context, tenant string, kind model.Kind, day model.Day, fn func(model.PartitionInfo) error) error
+}
+
+// EachPartition lists nothing for an expired day, and what the store lists
+// otherwise; a store without the listing answers with an error.
+func (h hidden) EachPartition(ctx context.Context, tenant string, kind model.Kind, day model.Day, fn func(model.PartitionInfo) error) error {
+	if h.cfg.Expired(store.Bucket{Kind: store.BucketKind(kind), Tenant: tenant, Day: day}, h.now()) {
+		return nil
+	}
+	l, ok := h.ReadStore.(partitionLister)
+	if !ok {
+		return errors.New("this store cannot list a tenant-day's partitions")
+	}
+	return l.EachPartition(ctx, tenant, kind, day, fn)
 }

@@ -56,6 +56,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/hotparts"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/store"
 )
@@ -95,11 +96,14 @@ type Config struct {
 	QueueRows        int           `mapstructure:"queue_rows"`
 	AdmissionTimeout time.Duration `mapstructure:"admission_timeout"`
 	Commits          int           `mapstructure:"commits"`
+	// HotPartitions bounds the partitions whose write rate is tracked
+	// (see Hottest).
+	HotPartitions int `mapstructure:"hot_partitions"`
 }
 
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
-	return Config{BatchRows: 4_000, Linger: 0, QueueRows: 1_000_000, AdmissionTimeout: time.Second, Commits: 4}
+	return Config{BatchRows: 4_000, Linger: 0, QueueRows: 1_000_000, AdmissionTimeout: time.Second, Commits: 4, HotPartitions: 1000}
 }
 
 // Validate reports every bad setting.
@@ -119,6 +123,9 @@ func (c Config) Validate() error {
 	}
 	if c.Commits < 1 || c.Commits > 64 {
 		errs = append(errs, fmt.Errorf("sink.commits: must be 1..64, got %d", c.Commits))
+	}
+	if c.HotPartitions < 1 || c.HotPartitions > maxHotPartitions {
+		errs = append(errs, fmt.Errorf("sink.hot_partitions: must be 1..%d, got %d", maxHotPartitions, c.HotPartitions))
 	}
 	return errors.Join(errs...)
 }
@@ -187,6 +194,8 @@ type Sink struct {
 	planner *buckets.Planner
 	logger  *slog.Logger
 	m       *metrics
+	hm      *healthMetrics
+	hot     *hotparts.Tracker
 
 	budget *semaphore.Weighted
 	in     chan *pending
@@ -255,6 +264,8 @@ func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg pro
 		planner:   buckets.New(bcfg),
 		logger:    logger,
 		m:         newMetrics(reg),
+		hm:        newHealthMetrics(reg),
+		hot:       hotparts.New(cfg.HotPartitions, hotparts.DefaultTau),
 		budget:    semaphore.NewWeighted(int64(cfg.QueueRows)),
 		in:        make(chan *pending, 4096),
 		inflight:  make(map[store.AuditID]*batch),
@@ -533,6 +544,25 @@ func (s *Sink) settle(all bool, sds []model.SeriesDay, done chan error) {
 	s.takeFailed()
 	var entries []buckets.Entry
 	if len(sds) > 0 {
+		// A series-day not held may have entries left ahead by an earlier
+		// run: load it (which reconciles them) so that they settle too.
+		var missing []model.SeriesDay
+		for _, sd := range sds {
+			if s.planner.Lookup(sd) == nil {
+				missing = append(missing, sd)
+			}
+		}
+		if len(missing) > 0 {
+			// Only series-days with entries to reconcile are kept: a listing
+			// is not a write round, and must not grow the planner.
+			if _, err := s.load(context.Background(), missing, true); err != nil {
+				s.logger.Error("load partition catalogue", "err", err)
+				if done != nil {
+					done <- err
+				}
+				return
+			}
+		}
 		entries = s.planner.SettleSeries(sds)
 	} else {
 		entries = s.planner.Settle(all)
@@ -671,6 +701,7 @@ func (s *Sink) plan(group []*pending) {
 	for _, e := range entries {
 		s.noteSplit(e.Info.Key)
 	}
+	s.observe(bt, entries)
 	if len(bt.waiters) == 0 && len(entries) == 0 {
 		return
 	}
@@ -750,6 +781,9 @@ func (s *Sink) submit(bt *batch, entries []buckets.Entry, written map[*buckets.P
 		for _, e := range es {
 			bt.b.Catalogue = append(bt.b.Catalogue, e.Info)
 			bt.entries = append(bt.entries, e.Part)
+			if e.Mark {
+				bt.b.Ahead = append(bt.b.Ahead, e.Info.Key)
+			}
 		}
 	}
 	carry(entries)
@@ -839,12 +873,35 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 	if len(missing) == 0 {
 		return out, nil
 	}
+	hs, err := s.load(ctx, missing, false)
+	if err != nil {
+		return nil, err
+	}
+	for i, sd := range missing {
+		for _, slot := range slots[sd] {
+			*slot = hs[i]
+		}
+	}
+	return out, nil
+}
+
+// load reads the catalogues of series-days the planner does not hold, once
+// the commits in flight that carry an entry of one of them finished,
+// installs them in the planner and reconciles the entries an earlier run
+// left ahead. It returns their states, in the order of missing. With
+// onlyAhead, a series-day without an entry to reconcile is not installed
+// (its state is nil).
+func (s *Sink) load(ctx context.Context, missing []model.SeriesDay, onlyAhead bool) ([]*buckets.Series, error) {
+	want := make(map[model.SeriesDay]struct{}, len(missing))
+	for _, sd := range missing {
+		want[sd] = struct{}{}
+	}
 	// A series-day the planner dropped may still have entries in flight.
 	var wait []*batch
 	s.mu.Lock()
 	for bt := range s.flight {
 		for sd := range bt.days {
-			if _, ok := slots[sd]; ok {
+			if _, ok := want[sd]; ok {
 				wait = append(wait, bt)
 				break
 			}
@@ -858,7 +915,14 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 	if err != nil {
 		return nil, err
 	}
+	hs := make([]*buckets.Series, len(missing))
 	for i, sd := range missing {
+		if onlyAhead && !slices.ContainsFunc(loaded[i], func(pi model.PartitionInfo) bool {
+			return pi.Ahead && s.planner.Reconciles(pi.Key.Sub)
+		}) {
+			loaded[i] = nil
+			continue
+		}
 		for _, pi := range loaded[i] {
 			s.noteSplit(pi.Key)
 			if pi.Rows > s.bcfg.MaxRows || pi.Bytes > s.bcfg.MaxBytes {
@@ -868,13 +932,18 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 					"max_rows", s.bcfg.MaxRows, "max_bytes", s.bcfg.MaxBytes)
 			}
 		}
-		h := s.planner.Load(sd, loaded[i])
-		for _, slot := range slots[sd] {
-			*slot = h
-		}
+		hs[i] = s.planner.Load(sd, loaded[i])
 	}
 	s.m.seriesDays.Set(float64(s.planner.Len()))
-	return out, nil
+	if err := s.reconcile(ctx, hs, loaded); err != nil {
+		for i, sd := range missing {
+			if hs[i] != nil {
+				s.planner.Unload(sd) // loaded again, and reconciled, next time
+			}
+		}
+		return nil, err
+	}
+	return hs, nil
 }
 
 // splitWarnAt is the split sequence number at which a series-day is logged

@@ -33,7 +33,7 @@ const (
 var discard = slog.New(slog.DiscardHandler)
 
 func testConfig() Config {
-	return Config{BatchRows: 50, Linger: time.Millisecond, QueueRows: 10_000, AdmissionTimeout: 5 * time.Second, Commits: 3}
+	return Config{BatchRows: 50, Linger: time.Millisecond, QueueRows: 10_000, AdmissionTimeout: 5 * time.Second, Commits: 3, HotPartitions: 100}
 }
 
 func testBuckets() buckets.Config {
@@ -962,6 +962,8 @@ func TestValidate(t *testing.T) {
 		{"negative admission timeout", func(c *Config) { c.AdmissionTimeout = -time.Second }, []string{"sink.admission_timeout"}},
 		{"no committer", func(c *Config) { c.Commits = 0 }, []string{"sink.commits", "got 0"}},
 		{"too many committers", func(c *Config) { c.Commits = 65 }, []string{"sink.commits", "got 65"}},
+		{"no hot partitions", func(c *Config) { c.HotPartitions = 0 }, []string{"sink.hot_partitions", "1..1000000", "got 0"}},
+		{"too many hot partitions", func(c *Config) { c.HotPartitions = 1_000_001 }, []string{"sink.hot_partitions", "got 1000001"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,6 +28,13 @@ type Batch struct {
 	Partitions  []PartitionWrite
 	Catalogue   []model.PartitionInfo
 	DeadLetters []model.DeadLetter // partitioned by (tenant, day of TS), clustered by (TS, ID)
+	// Ahead lists partitions this batch writes rows to whose stored entry
+	// may still be exact (or absent) while the batch's own entry for them
+	// is not yet stored. A store that is not atomic (Cassandra) marks those
+	// entries ahead before it writes any row, so that a crash between the
+	// rows and the entries leaves an entry marked for reconciling, not an
+	// exact-looking one that misses rows. An atomic store ignores it.
+	Ahead []model.PartitionKey
 	// Version, when not zero, orders this batch's writes against another
 	// batch's writes of the same keys: the greater version wins, whichever
 	// lands last. Set by the sink for backends that implement sink.Versioner.

@@ -130,12 +130,16 @@ type Partition struct {
 	Bytes     int64  `json:"bytes"`
 	MinTS     string `json:"min_ts"`
 	MaxTS     string `json:"max_ts"`
+	// Ahead says the entry is a claim, not exact: written ahead of its
+	// partition by a gateway that has not settled it (another gateway's,
+	// or one that stopped without settling and has not run since).
+	Ahead bool `json:"ahead,omitempty"`
 }
 
 // PartitionOf converts a catalogue entry (the tenant is not part of it).
 func PartitionOf(p model.PartitionInfo) Partition {
 	return Partition{Kind: p.Key.Kind.String(), Series: p.Key.Series, Day: p.Key.Day.String(), SubBucket: p.Key.Sub,
-		State: p.State, Closed: p.Closed, Rows: p.Rows, Bytes: p.Bytes, MinTS: FormatTS(p.MinTS), MaxTS: FormatTS(p.MaxTS)}
+		State: p.State, Closed: p.Closed, Rows: p.Rows, Bytes: p.Bytes, MinTS: FormatTS(p.MinTS), MaxTS: FormatTS(p.MaxTS), Ahead: p.Ahead}
 }
 
 // Model converts back; the key's tenant is left empty.
@@ -158,7 +162,7 @@ func (j Partition) Model() (model.PartitionInfo, error) {
 	}
 	return model.PartitionInfo{
 		Key:  model.PartitionKey{Kind: kind, Series: j.Series, Day: day, Sub: j.SubBucket},
-		Rows: j.Rows, Bytes: j.Bytes, MinTS: minTS, MaxTS: maxTS, State: j.State, Closed: j.Closed,
+		Rows: j.Rows, Bytes: j.Bytes, MinTS: minTS, MaxTS: maxTS, State: j.State, Closed: j.Closed, Ahead: j.Ahead,
 	}, nil
 }
 
@@ -290,4 +294,23 @@ type RebuildProgress struct {
 	Day    string         `json:"day,omitempty"`
 	Result *RebuildResult `json:"result,omitempty"`
 	Error  string         `json:"error,omitempty"`
+}
+
+// RankedPartition is one partition of a ranking (GET /v1/partitions/top):
+// its catalogue entry and, ranked by rate, its recent write rate on the
+// gateway that answered.
+type RankedPartition struct {
+	Partition
+	RowsPerSecond float64 `json:"rows_per_second,omitempty"`
+}
+
+// TopPartitionsPage is the answer of GET /v1/partitions/top.
+type TopPartitionsPage struct {
+	Kind       string            `json:"kind"`
+	Day        string            `json:"day"`
+	By         string            `json:"by"`
+	Partitions []RankedPartition `json:"partitions"`
+	// Unsettled says some listed entries are claims (Ahead): their counts
+	// may run ahead of their partitions.
+	Unsettled bool `json:"unsettled,omitempty"`
 }

@@ -56,8 +56,11 @@ func TestSchemaRenders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(stmts) != 1+len(cqlstore.Tables) {
-		t.Fatalf("schema has %d statements, want the keyspace and %d tables", len(stmts), len(cqlstore.Tables))
+	if len(stmts) != 1+len(cqlstore.Tables)+1 {
+		t.Fatalf("schema has %d statements, want the keyspace, %d tables and a column added", len(stmts), len(cqlstore.Tables))
+	}
+	if last := stmts[len(stmts)-1]; last != "ALTER TABLE ks1.catalogue ADD ahead boolean" {
+		t.Errorf("last statement = %q, want the ahead column added", last)
 	}
 	if !strings.Contains(stmts[0], "CREATE KEYSPACE IF NOT EXISTS ks1") || !strings.Contains(stmts[0], "'NetworkTopologyStrategy', 'replication_factor': 3") {
 		t.Errorf("keyspace statement: %s", stmts[0])

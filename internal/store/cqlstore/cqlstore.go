@@ -226,11 +226,14 @@ const (
 	insReading   = `INSERT INTO readings (tenant, device, day, sub, ts, metric, value, seq, has_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insAudit     = `INSERT INTO audit (tenant, stream, day, sub, ts, event_id, actor, action, resource, outcome, attributes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insAuditID   = `INSERT INTO audit_ids (tenant, day, bucket, event_id) VALUES (?, ?, ?, ?)`
-	insCatalogue = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub, row_count, byte_count, min_ts, max_ts, state, closed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`
+	insCatalogue = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub, row_count, byte_count, min_ts, max_ts, state, closed, ahead) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`
 	// insCatalogueCounts updates only what changes from commit to commit:
 	// for an entry whose state and closed flag this process already wrote
 	// with the same values (and a row that therefore exists).
-	insCatalogueCounts = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub, row_count, byte_count, min_ts, max_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`
+	insCatalogueCounts = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub, row_count, byte_count, min_ts, max_ts, ahead) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`
+	// insCatalogueMark marks an entry ahead (and registers its key) before
+	// rows are written past what it says; see store.Batch.Ahead.
+	insCatalogueMark = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub, ahead) VALUES (?, ?, ?, ?, ?, ?, true) USING TIMESTAMP ?`
 	// insCatalogueKey writes only the key (the row's liveness): counts
 	// already there are kept, and a new row has none, so readers skip it.
 	insCatalogueKey = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub) VALUES (?, ?, ?, ?, ?, ?)`
@@ -499,6 +502,17 @@ func (s *Store) registerOps(b *store.Batch, ts int64) registration {
 	for _, es := range days {
 		reg.ops = s.partitionOps(reg.ops, es, ts)
 	}
+	// Marks go just below the commit's timestamp, so that the commit's own
+	// entry (and every later one) replaces them, while the exact entries
+	// written before stay shadowed until then.
+	marks := make(map[cpart][]gocql.BatchEntry)
+	for _, k := range b.Ahead {
+		cp := cpartOf(k)
+		marks[cp] = append(marks[cp], entry(insCatalogueMark, k.Tenant, cp.kind, dayValue(k.Day), cp.shard, k.Series, int32(k.Sub), ts-1))
+	}
+	for _, es := range marks {
+		reg.ops = s.partitionOps(reg.ops, es, 0)
+	}
 	return reg
 }
 
@@ -548,12 +562,12 @@ func (s *Store) catalogueOps(entries map[model.PartitionKey]stamped) []op {
 		if w := s.registered[k]; w.counts && w.state == pi.State && w.closed == pi.Closed && w.ts < e.ts {
 			groups[cp] = append(groups[cp], entry(insCatalogueCounts,
 				k.Tenant, cp.kind, dayValue(k.Day), cp.shard, k.Series, int32(k.Sub),
-				pi.Rows, pi.Bytes, pi.MinTS, pi.MaxTS, e.ts))
+				pi.Rows, pi.Bytes, pi.MinTS, pi.MaxTS, pi.Ahead, e.ts))
 			continue
 		}
 		groups[cp] = append(groups[cp], entry(insCatalogue,
 			k.Tenant, cp.kind, dayValue(k.Day), cp.shard, k.Series, int32(k.Sub),
-			pi.Rows, pi.Bytes, pi.MinTS, pi.MaxTS, pi.State, pi.Closed, e.ts))
+			pi.Rows, pi.Bytes, pi.MinTS, pi.MaxTS, pi.State, pi.Closed, pi.Ahead, e.ts))
 	}
 	s.mu.Unlock()
 	var ops []op

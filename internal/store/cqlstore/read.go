@@ -21,16 +21,17 @@ func (s *Store) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.Part
 	var out []model.PartitionInfo
 	err := s.do(ctx, "catalogue_read", func(ctx context.Context) error {
 		out = out[:0]
-		it := s.query(`SELECT sub, row_count, byte_count, min_ts, max_ts, state, closed FROM catalogue
+		it := s.query(`SELECT sub, row_count, byte_count, min_ts, max_ts, state, closed, ahead FROM catalogue
 			WHERE tenant = ? AND kind = ? AND day = ? AND shard = ? AND series = ?`,
 			sd.Tenant, sd.Kind.String(), dayValue(sd.Day), catalogueShard(sd.Series), sd.Series).IterContext(ctx)
 		var (
-			sub int32
-			pi  model.PartitionInfo
+			sub  int32
+			pi   model.PartitionInfo
+			rows *int64
 		)
-		for it.Scan(&sub, &pi.Rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed) {
+		for it.Scan(&sub, &rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed, &pi.Ahead) {
 			pi.Key = sd.Partition(uint32(sub))
-			out = append(out, pi)
+			out = append(out, counted(pi, rows))
 		}
 		return it.Close()
 	})
@@ -38,6 +39,19 @@ func (s *Store) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.Part
 		return nil, fmt.Errorf("read catalogue of %v: %w", sd, err)
 	}
 	return out, nil
+}
+
+// counted sets pi's row count from the row_count cell, and marks an entry
+// that was registered but never counted (row_count null: its commit
+// stopped between its rows and its counts) as ahead: its partition may
+// hold rows that no count covers.
+func counted(pi model.PartitionInfo, rows *int64) model.PartitionInfo {
+	if rows == nil {
+		pi.Rows, pi.Ahead = 0, true
+		return pi
+	}
+	pi.Rows = *rows
+	return pi
 }
 
 // Catalogues returns the catalogues of many series-days (out[i] for
@@ -56,19 +70,20 @@ func (s *Store) Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]mode
 		},
 		func(i int) string { return sds[i].Series },
 		func(ctx context.Context, p cpart, list []string, want map[string][]int) error {
-			it := s.query(`SELECT series, sub, row_count, byte_count, min_ts, max_ts, state, closed FROM catalogue
+			it := s.query(`SELECT series, sub, row_count, byte_count, min_ts, max_ts, state, closed, ahead FROM catalogue
 				WHERE tenant = ? AND kind = ? AND day = ? AND shard = ? AND series IN ?`,
 				p.tenant, p.kind, dayValue(p.day), p.shard, list).IterContext(ctx)
 			var (
 				series string
 				sub    int32
 				pi     model.PartitionInfo
+				rows   *int64
 				got    = make(map[int][]model.PartitionInfo, len(list))
 			)
-			for it.Scan(&series, &sub, &pi.Rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed) {
+			for it.Scan(&series, &sub, &rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed, &pi.Ahead) {
 				for _, i := range want[series] {
 					pi.Key = sds[i].Partition(uint32(sub))
-					got[i] = append(got[i], pi)
+					got[i] = append(got[i], counted(pi, rows))
 				}
 			}
 			if err := it.Close(); err != nil {
@@ -305,4 +320,38 @@ func (s *Store) ScanDeadLetters(ctx context.Context, tenant string, day model.Da
 		out = append(out, rows...)
 	}
 	return out, nil
+}
+
+// EachPartition calls fn with every catalogue entry of a tenant's kind on
+// day: the 64 catalogue partitions of (tenant, kind, day), read one after
+// another in pages, never a row. Entries come in shard order, and by
+// series and sub-bucket within a shard. It stops at the first error fn
+// returns, or when ctx ends. fn is called from one goroutine at a time.
+func (s *Store) EachPartition(ctx context.Context, tenant string, kind model.Kind, day model.Day, fn func(model.PartitionInfo) error) error {
+	for shard := range catalogueShards {
+		// One page at a time through the shard: a retry of a failed page
+		// would call fn twice for its entries, so no retry here.
+		it := s.query(`SELECT series, sub, row_count, byte_count, min_ts, max_ts, state, closed, ahead FROM catalogue
+			WHERE tenant = ? AND kind = ? AND day = ? AND shard = ?`,
+			tenant, kind.String(), dayValue(day), shard).PageSize(1000).IterContext(ctx)
+		var (
+			series string
+			sub    int32
+			pi     model.PartitionInfo
+			rows   *int64
+			ferr   error
+		)
+		for ferr == nil && it.Scan(&series, &sub, &rows, &pi.Bytes, &pi.MinTS, &pi.MaxTS, &pi.State, &pi.Closed, &pi.Ahead) {
+			sd := model.SeriesDay{Kind: kind, Tenant: tenant, Series: series, Day: day}
+			pi.Key = sd.Partition(uint32(sub))
+			ferr = fn(counted(pi, rows))
+		}
+		if err := it.Close(); err != nil {
+			return fmt.Errorf("list partitions of %s %s on %s: %w", tenant, kind, day, err)
+		}
+		if ferr != nil {
+			return ferr
+		}
+	}
+	return nil
 }

@@ -59,7 +59,7 @@ func Migrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	for _, stmt := range stmts {
 		// Schema changes go to all replicas at once; use the strictest
 		// reasonable level so a migration is not half applied.
-		if err := sess.Query(stmt).Idempotent(true).ExecContext(ctx); err != nil {
+		if err := sess.Query(stmt).Idempotent(true).ExecContext(ctx); err != nil && !columnExists(stmt, err) {
 			return fmt.Errorf("migrate: %s: %w", firstLine(stmt), err)
 		}
 		if err := sess.AwaitSchemaAgreement(ctx); err != nil {
@@ -69,6 +69,17 @@ func Migrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	logger.Info("cassandra schema is up to date", "keyspace", cfg.Keyspace, "statements", len(stmts))
 	return nil
+}
+
+// columnExists reports whether err says that the column an ALTER TABLE
+// ADD statement adds is already there (CQL has no ADD IF NOT EXISTS on
+// every server Sluice supports).
+func columnExists(stmt string, err error) bool {
+	if !strings.HasPrefix(strings.ToUpper(stmt), "ALTER TABLE") {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "already exist") || strings.Contains(msg, "conflicts with an existing column")
 }
 
 func firstLine(s string) string {

@@ -171,17 +171,27 @@ func decodeAudit(v []byte, e *model.AuditEvent) error {
 
 const catalogueVersion = 1
 
+// Bits of a catalogue entry's flags byte. Entries written before flagAhead
+// existed have it clear, as they were then taken to be exact.
+const (
+	flagClosed = 1 << 0
+	flagAhead  = 1 << 1
+)
+
 func encodeInfo(b []byte, pi model.PartitionInfo) []byte {
 	b = append(b, catalogueVersion)
 	b = binary.AppendVarint(b, pi.Rows)
 	b = binary.AppendVarint(b, pi.Bytes)
 	b = binary.AppendVarint(b, pi.MinTS)
 	b = binary.AppendVarint(b, pi.MaxTS)
-	closed := byte(0)
+	var flags byte
 	if pi.Closed {
-		closed = 1
+		flags |= flagClosed
 	}
-	b = append(b, closed)
+	if pi.Ahead {
+		flags |= flagAhead
+	}
+	b = append(b, flags)
 	return append(b, pi.State...)
 }
 
@@ -207,7 +217,8 @@ func decodeInfo(v []byte, pi *model.PartitionInfo) error {
 		return fmt.Errorf("catalogue entry flags: %w", errCorrupt)
 	}
 	pi.Rows, pi.Bytes, pi.MinTS, pi.MaxTS = nums[0], nums[1], nums[2], nums[3]
-	pi.Closed = v[0] == 1
+	pi.Closed = v[0]&flagClosed != 0
+	pi.Ahead = v[0]&flagAhead != 0
 	pi.State = string(v[1:])
 	return nil
 }

@@ -34,6 +34,7 @@ type Backend interface {
 	AuditSeen(ctx context.Context, ids []store.AuditID) ([]bool, error)
 	ScanReadings(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.ReadingRow, error)
 	ScanAudit(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.AuditEvent, error)
+	EachPartition(ctx context.Context, tenant string, kind model.Kind, day model.Day, fn func(model.PartitionInfo) error) error
 }
 
 // Option changes what Run expects of a backend.
@@ -73,6 +74,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend, opts ...Option) {
 		{"AuditRange", testAuditRange},
 		{"AuditSeen", testAuditSeen},
 		{"Catalogue", testCatalogue},
+		{"EachPartition", testEachPartition},
 		{"EmptyBatch", testEmptyBatch},
 		{"AtomicBatch", atomic},
 		{"CancelledCommit", testCancelledCommit},
@@ -641,7 +643,9 @@ func testCatalogue(t *testing.T, b Backend) {
 		if sub == 0 {
 			state = "single"
 		}
-		first = append(first, entry(sub, int64(i+1), i%2 == 0, state))
+		e := entry(sub, int64(i+1), i%2 == 0, state)
+		e.Ahead = i%3 == 1 // a claim, not exact: kept as such
+		first = append(first, e)
 	}
 	shuffled := []model.PartitionInfo{first[3], first[0], first[5], first[1], first[4], first[2]}
 	commit(t, b, &store.Batch{Catalogue: shuffled})
@@ -872,5 +876,59 @@ func testCancelledCommit(t *testing.T, b Backend) {
 	}
 	if seen[0] {
 		t.Errorf("AuditSeen finds the event of a cancelled commit")
+	}
+}
+
+// testEachPartition: the catalogue of a tenant's kind on a day, every
+// series and sub-bucket of it, and nothing of another tenant, kind or day.
+func testEachPartition(t *testing.T, b Backend) {
+	tenant := "each-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	d := model.Day(-5)
+	var want []model.PartitionInfo
+	var batch store.Batch
+	for i := range 150 {
+		sd := model.SeriesDay{Kind: model.KindReadings, Tenant: tenant, Series: fmt.Sprintf("dev-%03d", i), Day: d}
+		for _, sub := range []uint32{0, 1<<24 | 1} {
+			pi := model.PartitionInfo{Key: sd.Partition(sub), Rows: int64(i + 1), Bytes: int64(40 * (i + 1)), MinTS: d.Start(), MaxTS: d.Start() + int64(i), State: "split", Closed: sub == 0, Ahead: i%7 == 0 && sub != 0}
+			want = append(want, pi)
+			batch.Catalogue = append(batch.Catalogue, pi)
+		}
+	}
+	// Neighbours that must not be listed.
+	for _, sd := range []model.SeriesDay{
+		{Kind: model.KindAudit, Tenant: tenant, Series: "dev-000", Day: d},
+		{Kind: model.KindReadings, Tenant: tenant + "x", Series: "dev-000", Day: d},
+		{Kind: model.KindReadings, Tenant: tenant, Series: "dev-000", Day: d + 1},
+	} {
+		batch.Catalogue = append(batch.Catalogue, model.PartitionInfo{Key: sd.Partition(0), Rows: 1, State: "single"})
+	}
+	commit(t, b, &batch)
+	var got []model.PartitionInfo
+	if err := b.EachPartition(t.Context(), tenant, model.KindReadings, d, func(pi model.PartitionInfo) error {
+		got = append(got, pi)
+		return nil
+	}); err != nil {
+		t.Fatalf("EachPartition: %v", err)
+	}
+	key := func(a, b model.PartitionInfo) int {
+		if c := strings.Compare(a.Key.Series, b.Key.Series); c != 0 {
+			return c
+		}
+		return cmpInt(int64(a.Key.Sub), int64(b.Key.Sub))
+	}
+	slices.SortFunc(got, key)
+	slices.SortFunc(want, key)
+	if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+		t.Errorf("EachPartition mismatch (-want +got):\n%s", diff)
+	}
+	// An error from fn stops the listing and is returned.
+	stop := errors.New("enough")
+	n := 0
+	err := b.EachPartition(t.Context(), tenant, model.KindReadings, d, func(model.PartitionInfo) error {
+		n++
+		return stop
+	})
+	if !errors.Is(err, stop) || n != 1 {
+		t.Errorf("EachPartition with fn failing: %v after %d calls, want %v after 1", err, n, stop)
 	}
 }
