@@ -39,14 +39,17 @@ const maxDepth = 64
 // names, a number outside the float64 range, invalid UTF-8) cannot be
 // canonicalised; they are committed byte for byte instead, as
 // attributes_raw: the standard base64 of the stored bytes. ts is the
-// timestamp in milliseconds since the Unix epoch.
+// timestamp in milliseconds since the Unix epoch. A text field that is not
+// valid UTF-8 (ingest never stores one) is committed as <name>_b64, the
+// standard base64 of its bytes, instead of <name>; the members stay in JCS
+// order.
 func Event(e *model.AuditEvent) []byte {
 	b := make([]byte, 0, 96+len(e.EventID)+len(e.Stream)+len(e.Actor)+len(e.Action)+len(e.Resource)+len(e.Outcome)+len(e.Attributes))
-	b = append(b, `{"action":`...)
-	b = appendString(b, e.Action)
-	b = append(b, `,"actor":`...)
-	b = appendString(b, e.Actor)
-	if e.Attributes != nil {
+	b = append(b, '{')
+	b = appendField(b, "action", e.Action)
+	b = append(b, ',')
+	b = appendField(b, "actor", e.Actor)
+	if len(e.Attributes) > 0 {
 		if c, err := Transform(e.Attributes); err == nil {
 			b = append(b, `,"attributes":`...)
 			b = append(b, c...)
@@ -56,14 +59,14 @@ func Event(e *model.AuditEvent) []byte {
 			b = append(b, '"')
 		}
 	}
-	b = append(b, `,"event_id":`...)
-	b = appendString(b, e.EventID)
-	b = append(b, `,"outcome":`...)
-	b = appendString(b, e.Outcome)
-	b = append(b, `,"resource":`...)
-	b = appendString(b, e.Resource)
-	b = append(b, `,"stream":`...)
-	b = appendString(b, e.Stream)
+	b = append(b, ',')
+	b = appendField(b, "event_id", e.EventID)
+	b = append(b, ',')
+	b = appendField(b, "outcome", e.Outcome)
+	b = append(b, ',')
+	b = appendField(b, "resource", e.Resource)
+	b = append(b, ',')
+	b = appendField(b, "stream", e.Stream)
 	b = append(b, `,"ts":`...)
 	b = strconv.AppendInt(b, e.TS, 10)
 	return append(b, '}')
@@ -195,6 +198,20 @@ func object(dec *json.Decoder, b []byte, depth int) ([]byte, error) {
 		b = append(b, m.val...)
 	}
 	return append(b, '}'), nil
+}
+
+// appendField appends "name":"value", or "name_b64":"<base64>" when value
+// is not valid UTF-8.
+func appendField(b []byte, name, value string) []byte {
+	if utf8.ValidString(value) {
+		b = appendString(b, name)
+		b = append(b, ':')
+		return appendString(b, value)
+	}
+	b = appendString(b, name+"_b64")
+	b = append(b, ':', '"')
+	b = base64.StdEncoding.AppendEncode(b, []byte(value))
+	return append(b, '"')
 }
 
 // appendString appends s as a JSON string in the RFC 8785 form: only '"',

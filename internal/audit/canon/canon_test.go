@@ -115,3 +115,15 @@ func FuzzTransform(f *testing.F) {
 		}
 	})
 }
+
+func TestEventInvalidUTF8(t *testing.T) {
+	a := model.AuditEvent{EventID: "e", Stream: "s", Actor: "\xff"}
+	b := model.AuditEvent{EventID: "e", Stream: "s", Actor: "\xfe"}
+	if Equal(&a, &b) {
+		t.Fatal("two invalid actors share a canonical form")
+	}
+	want := `{"action":"","actor_b64":"/w==","event_id":"e","outcome":"","resource":"","stream":"s","ts":0}`
+	if got := string(Event(&a)); got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
