@@ -52,6 +52,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/sluicehq/sluice/internal/audit/canon"
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/store"
@@ -65,6 +66,26 @@ type Store interface {
 	AuditSeen(ctx context.Context, ids []store.AuditID) ([]bool, error)
 	// Commit writes the batch atomically; it returns nil only once durable.
 	Commit(ctx context.Context, b *store.Batch) error
+}
+
+// AuditLookup is implemented by a Store that returns stored audit events
+// by id (nil where none is stored): a resubmitted event_id is then
+// compared with what is stored, and refused with a *ConflictError if its
+// payload differs.
+type AuditLookup interface {
+	AuditEvents(ctx context.Context, ids []store.AuditID) ([]*model.AuditEvent, error)
+}
+
+// ConflictError refuses a request that resubmits a stored (or in-flight)
+// audit event_id with a different payload. Nothing of the request is
+// stored.
+type ConflictError struct {
+	EventID string
+	Stream  string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("audit event %q (stream %q) is already stored with a different payload; an event_id names one event: nothing of this request was stored", e.EventID, e.Stream)
 }
 
 // Versioner is implemented by a Store that orders two writes of the same key
@@ -166,7 +187,8 @@ type batch struct {
 	entries []*buckets.Partition // the partitions of b.Catalogue, in its order
 	waiters []*pending
 	ids     []store.AuditID
-	after   []*batch // batches in flight with a catalogue entry of this one
+	events  map[store.AuditID]*model.AuditEvent // the events of ids, for the conflict check
+	after   []*batch                            // batches in flight with a catalogue entry of this one
 	// deps are batches in flight that carry the catalogue entries of
 	// partitions this batch writes rows to: its requests succeed only if
 	// they do.
@@ -209,7 +231,16 @@ type Sink struct {
 	commits   chan *batch
 	commitsWG sync.WaitGroup // committers running
 	done      chan struct{}
-	onCommit  func(*store.Batch) // see WithOnCommit; nil when unset
+	onCommit  func(*store.Batch)            // see WithOnCommit; nil when unset
+	gate      func(*model.AuditEvent) error // see WithAuditGate; nil when unset
+	lookup    AuditLookup                   // st, if it returns stored events
+}
+
+// WithAuditGate has Write refuse a request, storing nothing, when gate
+// returns an error for one of its audit events; Write returns that error.
+// The audit log uses it to refuse events of days that are sealed.
+func WithAuditGate(gate func(*model.AuditEvent) error) Option {
+	return func(s *Sink) { s.gate = gate }
 }
 
 // Option adds optional behaviour to a Sink.
@@ -257,6 +288,7 @@ func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg pro
 		done:        make(chan struct{}),
 	}
 	s.versions, _ = st.(Versioner)
+	s.lookup, _ = st.(AuditLookup)
 	for _, o := range opts {
 		o(s)
 	}
@@ -272,6 +304,13 @@ func (s *Sink) Write(ctx context.Context, req *Request) error {
 	rows := req.Rows()
 	if rows == 0 {
 		return nil
+	}
+	if s.gate != nil {
+		for i := range req.Audit {
+			if err := s.gate(&req.Audit[i]); err != nil {
+				return err
+			}
+		}
 	}
 	// A request larger than the whole budget takes all of it and runs alone.
 	weight := min(int64(rows), int64(s.cfg.QueueRows))
@@ -549,10 +588,15 @@ func (s *Sink) plan(group []*pending) {
 			}
 			e := &p.req.Audit[i]
 			id := store.AuditID{Tenant: p.req.Tenant, Day: model.DayOf(e.TS), EventID: e.EventID}
-			if holder, dup := dups[id]; dup {
+			if d, dup := dups[id]; dup {
+				if d.ev != nil && !canon.Equal(d.ev, e) {
+					s.m.auditConflicts.Inc()
+					err = &ConflictError{EventID: e.EventID, Stream: e.Stream}
+					break
+				}
 				s.m.auditDuplicates.Inc()
-				if holder != nil {
-					dupOf = append(dupOf, holder)
+				if d.bt != nil {
+					dupOf = append(dupOf, d.bt)
 				}
 				continue
 			}
@@ -562,7 +606,7 @@ func (s *Sink) plan(group []*pending) {
 			}
 			// A later copy in this group is a duplicate, stored by this batch.
 			// Only marked once placed: a copy that failed to place is not stored.
-			dups[id] = nil
+			dups[id] = dup{ev: e}
 			all = append(all, placed{pt: pt, req: p.req, idx: int32(i), rows: 1, audit: true})
 			ids = append(ids, id)
 		}
@@ -573,7 +617,11 @@ func (s *Sink) plan(group []*pending) {
 				delete(dups, id)
 			}
 			all = all[:from]
-			s.finish(p, fmt.Errorf("place rows: %w", err))
+			var conflict *ConflictError
+			if !errors.As(err, &conflict) {
+				err = fmt.Errorf("place rows: %w", err)
+			}
+			s.finish(p, err)
 			continue
 		}
 		for _, dl := range p.req.DeadLetters {
@@ -581,6 +629,12 @@ func (s *Sink) plan(group []*pending) {
 			bt.b.DeadLetters = append(bt.b.DeadLetters, dl)
 		}
 		bt.ids = append(bt.ids, ids...)
+		for _, id := range ids {
+			if bt.events == nil {
+				bt.events = make(map[store.AuditID]*model.AuditEvent)
+			}
+			bt.events[id] = dups[id].ev
+		}
 		if len(dupOf) > 0 {
 			p.dupOf = append([]*batch(nil), dupOf...)
 		}
@@ -812,10 +866,17 @@ func (s *Sink) catalogues(ctx context.Context, sds []model.SeriesDay) ([][]model
 	return out, nil
 }
 
+// dup is an audit event id already stored (bt nil) or in a batch being
+// committed (bt), with its event when known (for the conflict check).
+type dup struct {
+	bt *batch
+	ev *model.AuditEvent
+}
+
 // auditDuplicates returns the audit ids of the group that are already
-// stored (mapped to nil) or in a batch being committed (mapped to it).
-func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store.AuditID]*batch, error) {
-	dups := make(map[store.AuditID]*batch)
+// stored or in a batch being committed.
+func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store.AuditID]dup, error) {
+	dups := make(map[store.AuditID]dup)
 	var ids []store.AuditID
 	s.mu.Lock()
 	for _, p := range group {
@@ -823,7 +884,7 @@ func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store
 			e := &p.req.Audit[i]
 			id := store.AuditID{Tenant: p.req.Tenant, Day: model.DayOf(e.TS), EventID: e.EventID}
 			if bt, ok := s.inflight[id]; ok {
-				dups[id] = bt
+				dups[id] = dup{bt: bt, ev: bt.events[id]}
 				continue
 			}
 			ids = append(ids, id)
@@ -837,9 +898,22 @@ func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store
 	if err != nil {
 		return nil, fmt.Errorf("check audit event ids: %w", err)
 	}
+	var stored []store.AuditID
 	for i, ok := range seen {
 		if ok {
-			dups[ids[i]] = nil
+			dups[ids[i]] = dup{}
+			stored = append(stored, ids[i])
+		}
+	}
+	if s.lookup != nil && len(stored) > 0 {
+		evs, err := s.lookup.AuditEvents(ctx, stored)
+		if err != nil {
+			return nil, fmt.Errorf("read stored audit events: %w", err)
+		}
+		for i, ev := range evs {
+			if ev != nil {
+				dups[stored[i]] = dup{ev: ev}
+			}
 		}
 	}
 	return dups, nil

@@ -179,3 +179,54 @@ func (s *Store) AuditStreams(ctx context.Context, d model.Day) ([]store.SeriesRe
 	}
 	return out, it.Error()
 }
+
+// AuditEvents returns the stored event of each id (nil where none is
+// stored), found through the id index, for the sink's conflict check.
+func (s *Store) AuditEvents(ctx context.Context, ids []store.AuditID) ([]*model.AuditEvent, error) {
+	out := make([]*model.AuditEvent, len(ids))
+	for i, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		loc, err := s.get(auditIDKey(nil, id.Tenant, id.Day, id.EventID))
+		if err != nil || loc == nil {
+			if err != nil {
+				return nil, fmt.Errorf("look up audit id %q: %w", id.EventID, err)
+			}
+			continue
+		}
+		stream, rest, ok := bytes.Cut(loc, []byte{0})
+		if !ok || len(rest) != 12 {
+			return nil, fmt.Errorf("audit id %q: %w", id.EventID, errCorrupt)
+		}
+		sub := binary.BigEndian.Uint32(rest)
+		ts := int64(binary.BigEndian.Uint64(rest[4:]) ^ 1<<63)
+		pk := model.PartitionKey{Kind: model.KindAudit, Tenant: id.Tenant, Series: string(stream), Day: model.DayOf(ts), Sub: sub}
+		v, err := s.get(append(appendTS(partitionPrefix(nil, pk), ts), id.EventID...))
+		if err != nil {
+			return nil, fmt.Errorf("read audit event %q: %w", id.EventID, err)
+		}
+		if v == nil {
+			continue
+		}
+		e := &model.AuditEvent{EventID: id.EventID, Stream: string(stream), TS: ts}
+		if err := decodeAudit(v, e); err != nil {
+			return nil, fmt.Errorf("read audit event %q: %w", id.EventID, err)
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// get returns a copy of the value of key, or nil if it is absent.
+func (s *Store) get(key []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = closer.Close() }()
+	return bytes.Clone(v), nil
+}
