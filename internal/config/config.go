@@ -18,6 +18,7 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 
+	"github.com/sluicehq/sluice/internal/audit/auditlog"
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/model"
@@ -42,6 +43,7 @@ type Config struct {
 	MQTT    mqttingest.Config `mapstructure:"mqtt"`
 
 	Retention retention.Config `mapstructure:"retention"`
+	Audit     auditlog.Config  `mapstructure:"audit"`
 }
 
 // HTTP configures the HTTP listener shared by ingest, read API and metrics.
@@ -128,6 +130,7 @@ func Default() Config {
 		MQTT:    mqttingest.DefaultConfig(),
 
 		Retention: retention.DefaultConfig(),
+		Audit:     auditlog.DefaultConfig(),
 	}
 }
 
@@ -408,6 +411,9 @@ func (c Config) Validate() error {
 		bad("log.format: %q is not one of text, json", c.Log.Format)
 	}
 	if err := c.MQTT.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Audit.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/audit/auditlog"
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/model"
@@ -120,7 +121,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 	}
 	if err := h.w.Write(r.Context(), req); err != nil {
 		var busy *sink.BusyError
+		var conflict *sink.ConflictError
+		var late *auditlog.LateError
 		switch {
+		case errors.As(err, &conflict):
+			h.reject(w, kl, "conflict", http.StatusConflict, "nothing stored: "+conflict.Error())
+		case errors.As(err, &late):
+			h.reject(w, kl, "late", http.StatusUnprocessableEntity, "nothing stored: "+late.Error())
 		case errors.As(err, &busy):
 			h.m.rejected.WithLabelValues(kl, "busy").Inc()
 			httpx.Busy(w, busy.RetryAfter, "nothing stored: "+busy.Error())
