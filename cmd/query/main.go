@@ -67,7 +67,7 @@ type command struct {
 
 // commands lists the subcommands in the order help shows them.
 func commands() []command {
-	return []command{
+	return append([]command{
 		readingsCommand(),
 		auditCommand(),
 		partitionsCommand(),
@@ -77,7 +77,7 @@ func commands() []command {
 		topCommand(),
 		sqlCommand(),
 		deadLettersCommand(),
-	}
+	}, auditLogCommands()...)
 }
 
 func runEnv(ctx context.Context, e *env, args []string) error {
