@@ -68,12 +68,16 @@ type Store interface {
 	Commit(ctx context.Context, b *store.Batch) error
 }
 
-// AuditLookup is implemented by a Store that returns stored audit events
-// by id (nil where none is stored): a resubmitted event_id is then
-// compared with what is stored, and refused with a *ConflictError if its
-// payload differs.
+// AuditLookup is implemented by a Store that returns stored audit events:
+// a resubmitted event_id is then compared with what is stored, and refused
+// with a *ConflictError if its payload differs. ids are ids AuditSeen
+// reported stored; like[i] is the event being resubmitted as ids[i]. The
+// store returns the stored event, or nil when it is not where like[i]
+// would be stored (a backend that cannot find an event by id alone looks
+// only there): a stored id whose event is elsewhere has another stream or
+// ts, so another payload.
 type AuditLookup interface {
-	AuditEvents(ctx context.Context, ids []store.AuditID) ([]*model.AuditEvent, error)
+	AuditEvents(ctx context.Context, ids []store.AuditID, like []*model.AuditEvent) ([]*model.AuditEvent, error)
 }
 
 // ConflictError refuses a request that resubmits a stored (or in-flight)
@@ -878,6 +882,7 @@ type dup struct {
 func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store.AuditID]dup, error) {
 	dups := make(map[store.AuditID]dup)
 	var ids []store.AuditID
+	var evs []*model.AuditEvent
 	s.mu.Lock()
 	for _, p := range group {
 		for i := range p.req.Audit {
@@ -888,6 +893,7 @@ func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store
 				continue
 			}
 			ids = append(ids, id)
+			evs = append(evs, e)
 		}
 	}
 	s.mu.Unlock()
@@ -899,21 +905,24 @@ func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store
 		return nil, fmt.Errorf("check audit event ids: %w", err)
 	}
 	var stored []store.AuditID
+	var like []*model.AuditEvent
 	for i, ok := range seen {
 		if ok {
 			dups[ids[i]] = dup{}
 			stored = append(stored, ids[i])
+			like = append(like, evs[i])
 		}
 	}
 	if s.lookup != nil && len(stored) > 0 {
-		evs, err := s.lookup.AuditEvents(ctx, stored)
+		found, err := s.lookup.AuditEvents(ctx, stored, like)
 		if err != nil {
 			return nil, fmt.Errorf("read stored audit events: %w", err)
 		}
-		for i, ev := range evs {
-			if ev != nil {
-				dups[stored[i]] = dup{ev: ev}
+		for i, ev := range found {
+			if ev == nil {
+				ev = &model.AuditEvent{EventID: stored[i].EventID} // elsewhere: another payload
 			}
+			dups[stored[i]] = dup{ev: ev}
 		}
 	}
 	return dups, nil

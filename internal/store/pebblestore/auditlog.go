@@ -182,7 +182,7 @@ func (s *Store) AuditStreams(ctx context.Context, d model.Day) ([]store.SeriesRe
 
 // AuditEvents returns the stored event of each id (nil where none is
 // stored), found through the id index, for the sink's conflict check.
-func (s *Store) AuditEvents(ctx context.Context, ids []store.AuditID) ([]*model.AuditEvent, error) {
+func (s *Store) AuditEvents(ctx context.Context, ids []store.AuditID, _ []*model.AuditEvent) ([]*model.AuditEvent, error) {
 	out := make([]*model.AuditEvent, len(ids))
 	for i, id := range ids {
 		if err := ctx.Err(); err != nil {
