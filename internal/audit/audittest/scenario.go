@@ -36,7 +36,7 @@ type Tamperer interface {
 }
 
 // Base is the first day of the scenarios.
-var Base = model.Day(20400) // 2025-11-07
+var Base = model.Day(20400) // 2025-11-08
 
 // Now is the clock of the scenarios: every scenario day is due for sealing.
 func Now() time.Time { return time.UnixMilli((Base + 40).Start()) }
