@@ -7,12 +7,11 @@ package canon
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -91,100 +90,276 @@ func Equal(a, b *model.AuditEvent) bool { return bytes.Equal(Event(a), Event(b))
 
 // Transform returns the RFC 8785 canonical form of the JSON text in. It
 // refuses input that is not I-JSON: invalid UTF-8, duplicate member names,
-// numbers that are not finite float64 values, nesting deeper than 64, or
-// anything after the value.
+// lone UTF-16 surrogate escapes, numbers that are not finite float64
+// values, nesting deeper than 64, or anything after the value.
 func Transform(in []byte) ([]byte, error) {
 	if !utf8.Valid(in) {
 		return nil, errors.New("canonicalize: invalid UTF-8")
 	}
-	if err := checkSurrogates(in); err != nil {
-		return nil, fmt.Errorf("canonicalize: %w", err)
+	p := parser{in: in}
+	out, err := p.value(make([]byte, 0, len(in)), 0)
+	if err == nil {
+		p.space()
+		if p.pos != len(p.in) {
+			err = p.errorf("data after the value")
+		}
 	}
-	dec := json.NewDecoder(bytes.NewReader(in))
-	dec.UseNumber()
-	out, err := value(dec, nil, 0)
 	if err != nil {
 		return nil, fmt.Errorf("canonicalize: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("canonicalize: data after the value")
 	}
 	return out, nil
 }
 
-func value(dec *json.Decoder, b []byte, depth int) ([]byte, error) {
+// parser is a JSON reader that writes the canonical form as it goes.
+type parser struct {
+	in  []byte
+	pos int
+}
+
+func (p *parser) errorf(format string, args ...any) error {
+	return fmt.Errorf("at byte %d: %s", p.pos, fmt.Sprintf(format, args...))
+}
+
+func (p *parser) space() {
+	for p.pos < len(p.in) {
+		switch p.in[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) value(b []byte, depth int) ([]byte, error) {
 	if depth > maxDepth {
-		return nil, fmt.Errorf("nested deeper than %d", maxDepth)
+		return nil, p.errorf("nested deeper than %d", maxDepth)
 	}
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
+	p.space()
+	if p.pos >= len(p.in) {
+		return nil, p.errorf("unexpected end of input")
 	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			return object(dec, b, depth)
-		case '[':
-			b = append(b, '[')
-			for i := 0; dec.More(); i++ {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				if b, err = value(dec, b, depth+1); err != nil {
-					return nil, err
-				}
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, err
-			}
+	switch c := p.in[p.pos]; {
+	case c == '{':
+		return p.object(b, depth)
+	case c == '[':
+		p.pos++
+		b = append(b, '[')
+		p.space()
+		if p.pos < len(p.in) && p.in[p.pos] == ']' {
+			p.pos++
 			return append(b, ']'), nil
 		}
-		return nil, fmt.Errorf("unexpected %q", t)
-	case string:
-		return appendString(b, t), nil
-	case json.Number:
-		f, err := strconv.ParseFloat(string(t), 64)
-		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-			return nil, fmt.Errorf("number %s is not a finite float64", t)
+		for {
+			var err error
+			if b, err = p.value(b, depth+1); err != nil {
+				return nil, err
+			}
+			p.space()
+			if p.pos >= len(p.in) {
+				return nil, p.errorf("unterminated array")
+			}
+			switch p.in[p.pos] {
+			case ',':
+				p.pos++
+				b = append(b, ',')
+			case ']':
+				p.pos++
+				return append(b, ']'), nil
+			default:
+				return nil, p.errorf("want , or ] in array")
+			}
 		}
-		return AppendNumber(b, f), nil
-	case bool:
-		return strconv.AppendBool(b, t), nil
-	case nil:
-		return append(b, "null"...), nil
+	case c == '"':
+		s, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		return appendString(b, s), nil
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number(b)
+	case c == 't':
+		return p.literal(b, "true")
+	case c == 'f':
+		return p.literal(b, "false")
+	case c == 'n':
+		return p.literal(b, "null")
 	}
-	return nil, fmt.Errorf("unexpected token %v", tok)
+	return nil, p.errorf("unexpected %q", p.in[p.pos])
+}
+
+func (p *parser) literal(b []byte, lit string) ([]byte, error) {
+	if !bytes.HasPrefix(p.in[p.pos:], []byte(lit)) {
+		return nil, p.errorf("bad literal")
+	}
+	p.pos += len(lit)
+	return append(b, lit...), nil
+}
+
+// number checks the JSON number grammar, then writes the double it denotes.
+func (p *parser) number(b []byte) ([]byte, error) {
+	start := p.pos
+	if p.in[p.pos] == '-' {
+		p.pos++
+	}
+	digits := func() int {
+		n := 0
+		for p.pos < len(p.in) && p.in[p.pos] >= '0' && p.in[p.pos] <= '9' {
+			p.pos++
+			n++
+		}
+		return n
+	}
+	intStart := p.pos
+	if n := digits(); n == 0 || n > 1 && p.in[intStart] == '0' {
+		return nil, p.errorf("bad number")
+	}
+	if p.pos < len(p.in) && p.in[p.pos] == '.' {
+		p.pos++
+		if digits() == 0 {
+			return nil, p.errorf("bad number")
+		}
+	}
+	if p.pos < len(p.in) && (p.in[p.pos] == 'e' || p.in[p.pos] == 'E') {
+		p.pos++
+		if p.pos < len(p.in) && (p.in[p.pos] == '+' || p.in[p.pos] == '-') {
+			p.pos++
+		}
+		if digits() == 0 {
+			return nil, p.errorf("bad number")
+		}
+	}
+	f, err := strconv.ParseFloat(string(p.in[start:p.pos]), 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return nil, p.errorf("number %s is not a finite float64", p.in[start:p.pos])
+	}
+	return AppendNumber(b, f), nil
+}
+
+// str reads a string at p.pos and returns its value.
+func (p *parser) str() (string, error) {
+	p.pos++ // the opening quote
+	start := p.pos
+	// Fast path: no escapes.
+	for p.pos < len(p.in) {
+		c := p.in[p.pos]
+		if c == '"' {
+			s := string(p.in[start:p.pos])
+			p.pos++
+			return s, nil
+		}
+		if c == '\\' {
+			break
+		}
+		if c < 0x20 {
+			return "", p.errorf("control character in string")
+		}
+		p.pos++
+	}
+	buf := append([]byte(nil), p.in[start:p.pos]...)
+	for p.pos < len(p.in) {
+		c := p.in[p.pos]
+		switch {
+		case c == '"':
+			p.pos++
+			return string(buf), nil
+		case c < 0x20:
+			return "", p.errorf("control character in string")
+		case c != '\\':
+			buf = append(buf, c)
+			p.pos++
+			continue
+		}
+		if p.pos+1 >= len(p.in) {
+			break
+		}
+		e := p.in[p.pos+1]
+		p.pos += 2
+		switch e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := hex4(p.in, p.pos)
+			if !ok {
+				return "", p.errorf("bad \\u escape")
+			}
+			p.pos += 4
+			switch {
+			case r >= 0xd800 && r < 0xdc00:
+				lo, ok := hex4(p.in, p.pos+2)
+				if !ok || p.in[p.pos] != '\\' || p.in[p.pos+1] != 'u' || lo < 0xdc00 || lo > 0xdfff {
+					return "", p.errorf("lone UTF-16 surrogate escape")
+				}
+				p.pos += 6
+				r = utf16.DecodeRune(r, lo)
+			case r >= 0xdc00 && r <= 0xdfff:
+				return "", p.errorf("lone UTF-16 surrogate escape")
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			return "", p.errorf("bad escape \\%c", e)
+		}
+	}
+	return "", p.errorf("unterminated string")
 }
 
 type member struct {
-	key   string
-	utf16 []uint16
-	val   []byte
+	key string
+	val []byte
 }
 
-func object(dec *json.Decoder, b []byte, depth int) ([]byte, error) {
+func (p *parser) object(b []byte, depth int) ([]byte, error) {
+	p.pos++ // {
 	var ms []member
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		k, ok := tok.(string)
-		if !ok {
-			return nil, fmt.Errorf("member name %v is not a string", tok)
-		}
-		v, err := value(dec, nil, depth+1)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, member{key: k, utf16: utf16.Encode([]rune(k)), val: v})
+	p.space()
+	if p.pos < len(p.in) && p.in[p.pos] == '}' {
+		p.pos++
+		return append(b, '{', '}'), nil
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
+	for {
+		p.space()
+		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
+			return nil, p.errorf("want a member name")
+		}
+		k, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		p.space()
+		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
+			return nil, p.errorf("want : after member name")
+		}
+		p.pos++
+		v, err := p.value(nil, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, member{key: k, val: v})
+		p.space()
+		if p.pos >= len(p.in) {
+			return nil, p.errorf("unterminated object")
+		}
+		if p.in[p.pos] == '}' {
+			p.pos++
+			break
+		}
+		if p.in[p.pos] != ',' {
+			return nil, p.errorf("want , or } in object")
+		}
+		p.pos++
 	}
 	// RFC 8785 §3.2.3: names sorted by their UTF-16 code units.
-	slices.SortFunc(ms, func(x, y member) int { return slices.Compare(x.utf16, y.utf16) })
+	slices.SortFunc(ms, func(x, y member) int { return compareUTF16(x.key, y.key) })
 	b = append(b, '{')
 	for i, m := range ms {
 		if i > 0 {
@@ -198,6 +373,31 @@ func object(dec *json.Decoder, b []byte, depth int) ([]byte, error) {
 		b = append(b, m.val...)
 	}
 	return append(b, '}'), nil
+}
+
+// compareUTF16 orders valid UTF-8 strings by their UTF-16 code units: as
+// code points, except that supplementary characters (surrogate pairs,
+// 0xD800-0xDFFF) sort before U+E000-U+FFFF.
+func compareUTF16(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if ra != rb {
+			return cmp.Compare(utf16Key(ra), utf16Key(rb))
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// utf16Key maps a rune to a value ordered like its first UTF-16 unit, then
+// its second.
+func utf16Key(r rune) int64 {
+	if r < 0x10000 {
+		return int64(r) << 16
+	}
+	hi, lo := utf16.EncodeRune(r)
+	return int64(hi)<<16 | int64(lo)
 }
 
 // appendField appends "name":"value", or "name_b64":"<base64>" when value
@@ -295,38 +495,6 @@ func AppendNumber(b []byte, f float64) []byte {
 		b = strconv.AppendInt(b, int64(n-1), 10)
 	}
 	return b
-}
-
-// checkSurrogates refuses \u escapes of lone UTF-16 surrogates, which
-// encoding/json would silently turn into U+FFFD (two different inputs
-// would then share one canonical form).
-func checkSurrogates(in []byte) error {
-	for i := 0; i < len(in); i++ {
-		if in[i] != '\\' {
-			continue
-		}
-		if i+1 < len(in) && in[i+1] != 'u' {
-			i++ // a two-character escape, e.g. \\ or \"
-			continue
-		}
-		r, ok := hex4(in, i+2)
-		if !ok {
-			continue // the decoder reports the bad escape
-		}
-		switch {
-		case r >= 0xd800 && r < 0xdc00:
-			lo, ok := hex4(in, i+8)
-			if !ok || in[i+6] != '\\' || in[i+7] != 'u' || lo < 0xdc00 || lo > 0xdfff {
-				return errors.New("lone UTF-16 surrogate escape")
-			}
-			i += 11
-		case r >= 0xdc00 && r <= 0xdfff:
-			return errors.New("lone UTF-16 surrogate escape")
-		default:
-			i += 5
-		}
-	}
-	return nil
 }
 
 // hex4 decodes the four hex digits at in[i:i+4].
