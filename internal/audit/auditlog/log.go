@@ -43,7 +43,8 @@ type Store interface {
 	// PutAuditSeal stores a seal durably; unless replace, only if the
 	// stream-day has none (it then returns false).
 	PutAuditSeal(ctx context.Context, s store.AuditSeal, replace bool) (bool, error)
-	// PutAuditLeaves stores one chunk of a stream-day's leaves durably.
+	// PutAuditLeaves stores one chunk of a stream-day's leaves, durably at
+	// the latest when a later PutAuditSeal returns.
 	PutAuditLeaves(ctx context.Context, tenant, stream string, d model.Day, chunk uint32, leaves []store.AuditLeaf) error
 	// AuditLeaves calls fn with the stored leaves of a stream-day in order.
 	AuditLeaves(ctx context.Context, tenant, stream string, d model.Day, fn func(store.AuditLeaf) error) error
