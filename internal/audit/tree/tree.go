@@ -179,8 +179,9 @@ func parseSize(s string) (int64, error) {
 // parseHash parses the standard base64 of a 32-byte hash.
 func parseHash(s string) (Hash, error) {
 	var h Hash
+	// The decoder skips \r and \n even when strict: compare the re-encoding.
 	b, err := base64.StdEncoding.Strict().DecodeString(s)
-	if err != nil || len(b) != len(h) {
+	if err != nil || len(b) != len(h) || base64.StdEncoding.EncodeToString(b) != s {
 		return h, fmt.Errorf("%q is not the standard base64 of %d bytes", s, len(h))
 	}
 	copy(h[:], b)
@@ -236,7 +237,7 @@ func ParseInclusionProof(text []byte) (InclusionProof, error) {
 		return p, errors.New("inclusion proof: second line must be \"extra <base64 of the canonical event>\"")
 	}
 	leaf, err := base64.StdEncoding.Strict().DecodeString(extra)
-	if err != nil || len(leaf) == 0 {
+	if err != nil || len(leaf) == 0 || base64.StdEncoding.EncodeToString(leaf) != extra {
 		return p, errors.New("inclusion proof: extra is not non-empty standard base64")
 	}
 	p.Leaf = leaf
