@@ -50,7 +50,7 @@ func (p Problem) String() string {
 // DayStatus is what Verify found of one day.
 type DayStatus struct {
 	Day    string `json:"day"`
-	Status string `json:"status"` // ok, bad, dropped (by retention), unsealed (not due yet), empty
+	Status string `json:"status"` // ok, bad, dropped (by retention), unsealed (not due yet), outside (before the log began)
 	Start  int64  `json:"start,omitempty"`
 	Size   int64  `json:"size,omitempty"`
 	Events int64  `json:"events"`
@@ -81,9 +81,9 @@ func (l *Log) Verify(ctx context.Context, tenant, name string, from, to model.Da
 	for i, r := range recs {
 		byDay[r.day] = i
 	}
-	var lastSealed model.Day = -1 << 30
+	var firstSealed, lastSealed model.Day = 1 << 30, -1 << 30
 	if len(recs) > 0 {
-		lastSealed = recs[len(recs)-1].day
+		firstSealed, lastSealed = recs[0].day, recs[len(recs)-1].day
 	}
 	overdue := l.LastSealable(l.now().Add(-2 * l.cfg.CheckpointInterval))
 	for d := from; d <= to; d++ {
@@ -92,7 +92,11 @@ func (l *Log) Verify(ctx context.Context, tenant, name string, from, to model.Da
 		}
 		i, sealed := byDay[d]
 		if !sealed {
-			st, p, err := l.verifyUnsealed(ctx, tenant, name, d, d < lastSealed || (d <= overdue && len(recs) > 0 && d > lastSealed))
+			// Days before the log began are outside it (removing the first
+			// seal shows in the next one's start); days between seals, or
+			// past their seal time after the last, should have a seal.
+			should := d > firstSealed && (d < lastSealed || d <= overdue)
+			st, p, err := l.verifyUnsealed(ctx, tenant, name, d, should)
 			if err != nil {
 				return nil, err
 			}
@@ -287,6 +291,9 @@ func (l *Log) verifyUnsealed(ctx context.Context, tenant, name string, d model.D
 		return st, nil, err
 	}
 	if !shouldBeSealed {
+		if first != nil && !l.now().Before(time.UnixMilli(d.End()).Add(l.cfg.SealDelay)) {
+			st.Status = "outside" // before the log began: not covered
+		}
 		return st, nil, nil
 	}
 	st.Status = "bad"

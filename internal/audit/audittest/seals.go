@@ -141,6 +141,15 @@ func SealTamper(t *testing.T, open Opener, tam func(Store) Tamperer) {
 			t.Fatalf("reported %s", p)
 		}
 	})
+	t.Run("first seal removed", func(t *testing.T) {
+		st, l, s, _ := setup(t)
+		if err := tam(st).DeleteSeal(ctx, tenant, stream, s.days[0]); err != nil {
+			t.Fatal(err)
+		}
+		if p := firstProblem(t, l, nil); p.Day != s.days[1].String() || p.Kind != auditlog.KindSeal {
+			t.Fatalf("reported %s", p)
+		}
+	})
 	t.Run("tail truncated", func(t *testing.T) {
 		st, l, s, exp := setup(t)
 		d := s.days[2]

@@ -2,14 +2,19 @@ package cqlstore_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/audit/auditlog"
 	"github.com/sluicehq/sluice/internal/audit/audittest"
+	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/reader"
+	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
 )
 
@@ -147,4 +152,44 @@ func errorsJoin(errs []error) error {
 		}
 	}
 	return nil
+}
+
+// TestAuditConflictAcrossGateways stores an event through one gateway and
+// resubmits its event_id through another: the same payload is accepted,
+// another stream, ts or actor gets a *sink.ConflictError naming it, and
+// nothing else of that request is stored.
+func TestAuditConflictAcrossGateways(t *testing.T) {
+	requireCassandra(t)
+	bcfg := buckets.DefaultConfig()
+	bcfg.PerWriterSingle = true
+	bcfg.Reserve = buckets.DefaultReserve(bcfg)
+	a, b := newGateway(t, 1, bcfg), newGateway(t, 2, bcfg)
+	tenant := unique(t)
+	ctx := context.Background()
+	d := model.DayOf(time.Now().UnixMilli())
+	ev := model.AuditEvent{EventID: "ev-1", Stream: "s", TS: d.Start() + 1000, Actor: "alice", Action: "login", Outcome: "ok"}
+	if err := a.sk.Write(ctx, &sink.Request{Tenant: tenant, Audit: []model.AuditEvent{ev}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.sk.Write(ctx, &sink.Request{Tenant: tenant, Audit: []model.AuditEvent{ev}}); err != nil {
+		t.Fatalf("identical resubmission: %v", err)
+	}
+	other := model.AuditEvent{EventID: "ev-2", Stream: "s", TS: d.Start() + 2000, Actor: "bob", Action: "login", Outcome: "ok"}
+	for name, mod := range map[string]func(*model.AuditEvent){
+		"actor":  func(e *model.AuditEvent) { e.Actor = "mallory" },
+		"ts":     func(e *model.AuditEvent) { e.TS++ },
+		"stream": func(e *model.AuditEvent) { e.Stream = "t" },
+	} {
+		changed := ev
+		mod(&changed)
+		err := b.sk.Write(ctx, &sink.Request{Tenant: tenant, Audit: []model.AuditEvent{other, changed}})
+		var ce *sink.ConflictError
+		if !errors.As(err, &ce) || ce.EventID != "ev-1" {
+			t.Errorf("%s changed: %v, want a *sink.ConflictError naming ev-1", name, err)
+		}
+	}
+	evs, _, err := reader.Audit(ctx, a.st, reader.Query{Tenant: tenant, Series: "s", From: d.Start(), To: d.End(), Limit: 100})
+	if err != nil || len(evs) != 1 || evs[0].Actor != "alice" {
+		t.Fatalf("stored: %+v %v, want only the first event", evs, err)
+	}
 }
