@@ -173,3 +173,64 @@ func TestAuditLogThroughTheBinary(t *testing.T) {
 	}
 	g.stop()
 }
+
+// TestCassandraAuditTwoGateways runs two gateways on one Cassandra
+// keyspace that both receive events of one stream and both seal it: one
+// log results, the same through either gateway, and it verifies.
+func TestCassandraAuditTwoGateways(t *testing.T) {
+	env := cassandraEnv(t)
+	if _, errOut, err := runBin(t, env, "ingest", "migrate"); err != nil {
+		t.Fatalf("ingest migrate: %v\n%s", err, errOut)
+	}
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "audit.key")
+	if out, err := exec.Command(filepath.Join(bin, "ingest"), "audit", "keygen", "--name", "audit.e2e.example", "--out", keyFile).CombinedOutput(); err != nil {
+		t.Fatalf("keygen: %v\n%s", err, out)
+	}
+	d := day(2)
+	start := func(writer int, acceptLate, sealDelay string) *gateway {
+		return startGateway(t, t.TempDir(), append(append([]string{fmt.Sprintf("SLUICE_BUCKETS_WRITER_ID=%d", writer)}, env...),
+			auditEnv(keyFile, acceptLate, sealDelay)...)...)
+	}
+	gs := []*gateway{start(1, "60h", "60h10m"), start(2, "60h", "60h10m")}
+	const perReq, reqs = 250, 8
+	for r := range reqs {
+		var b strings.Builder
+		for i := r * perReq; i < (r+1)*perReq; i++ {
+			fmt.Fprintf(&b, `{"event_id":"tw-%05d","stream":"shared","ts":%q,"actor":"a%d","action":"x","resource":"r","outcome":"ok"}`+"\n",
+				i, d.Add(time.Duration(i*104729%86_400_000)*time.Millisecond).Format(time.RFC3339Nano), i%7)
+		}
+		if status, body := gs[r%2].post("/v1/audit", "application/x-ndjson", []byte(b.String())); status != 202 {
+			t.Fatalf("POST audit: %d %s", status, body)
+		}
+	}
+	for _, g := range gs {
+		g.stop()
+	}
+	gs = []*gateway{start(1, "0s", "10m"), start(2, "0s", "10m")}
+	deadline := time.Now().Add(time.Minute)
+	var cps [2]string
+	for i, g := range gs {
+		for {
+			out, _, code := g.queryStatus("audit", "checkpoint", "--stream", "shared")
+			if code == 0 {
+				cps[i] = out
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not sealed after a minute:\n%s", g.logs())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if cps[0] != cps[1] || !strings.Contains(cps[0], fmt.Sprintf("\n%d\n", perReq*reqs)) {
+		t.Fatalf("the gateways serve different checkpoints:\n%s\n%s", cps[0], cps[1])
+	}
+	for _, g := range gs {
+		out, errOut, code := g.queryStatus("audit", "verify", "--stream", "shared", "--from", d.Format(time.DateOnly))
+		if code != 0 || !strings.Contains(out, fmt.Sprintf("events %d", perReq*reqs)) {
+			t.Fatalf("verify: exit %d\n%s%s", code, out, errOut)
+		}
+		g.stop()
+	}
+}
