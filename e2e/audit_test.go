@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -96,7 +97,15 @@ func TestAuditLogThroughTheBinary(t *testing.T) {
 	d := day(2) // the day's events are accepted in the first run only
 	const streams, perStream = 6, 2500
 	// First run: days end well within accept_late, nothing is due.
-	g := startGateway(t, data, auditEnv(keyFile, "60h", "60h10m")...)
+	g := startGateway(t, data, auditEnv(keyFile, "84h", "84h10m")...)
+	// An earlier day of one stream, so that its log has two checkpoints.
+	early := day(3).Add(time.Hour).Format(time.RFC3339)
+	for i := range 3 {
+		body := fmt.Sprintf(`{"event_id":"early-%d","stream":"s3","ts":%q,"actor":"a","action":"b","resource":"c","outcome":"d"}`, i, early)
+		if status, resp := g.post("/v1/audit", "application/json", []byte(body)); status != 202 {
+			t.Fatalf("POST audit: %d %s", status, resp)
+		}
+	}
 	for s := range streams {
 		for part := range perStream / 500 {
 			var b strings.Builder
@@ -148,7 +157,7 @@ func TestAuditLogThroughTheBinary(t *testing.T) {
 	}
 	for s := range streams {
 		stream := fmt.Sprintf("s%d", s)
-		out, errOut, code := g.queryStatus("audit", "verify", "--stream", stream, "--from", d.Format(time.DateOnly))
+		out, errOut, code := g.queryStatus("audit", "verify", "--stream", stream, "--from", day(3).Format(time.DateOnly))
 		if code != 0 || !strings.Contains(out, "OK:") || !strings.Contains(out, fmt.Sprintf("events %d", perStream)) {
 			t.Fatalf("verify %s: exit %d\n%s%s", stream, code, out, errOut)
 		}
@@ -162,6 +171,37 @@ func TestAuditLogThroughTheBinary(t *testing.T) {
 	out2, errOut, code := g.queryStatus("audit", "verify-proof", "--proof", pf, "--key", vkey)
 	if code != 0 || !strings.Contains(out2, `"event_id":"ev-3-01234"`) {
 		t.Fatalf("verify-proof: exit %d\n%s%s", code, out2, errOut)
+	}
+	// The export, a consistency proof from the first checkpoint to the
+	// latest, checked offline, and verify against the export.
+	export, _ := g.query("audit", "checkpoints", "--stream", "s3")
+	ef := filepath.Join(dir, "s3.json")
+	if err := os.WriteFile(ef, []byte(export), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var exp struct {
+		Days []struct {
+			Size       int64  `json:"size"`
+			Checkpoint string `json:"checkpoint"`
+		} `json:"days"`
+	}
+	if err := json.Unmarshal([]byte(export), &exp); err != nil || len(exp.Days) != 2 || exp.Days[0].Size != 3 {
+		t.Fatalf("export: %v\n%s", err, export)
+	}
+	oldCP := filepath.Join(dir, "old.checkpoint")
+	if err := os.WriteFile(oldCP, []byte(exp.Days[0].Checkpoint), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cons, _ := g.query("audit", "consistency", "--stream", "s3", "--old", oldCP)
+	cf := filepath.Join(dir, "cons")
+	if err := os.WriteFile(cf, []byte(cons), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := g.queryStatus("audit", "verify-proof", "--proof", cf, "--old-checkpoint", oldCP, "--keys", ef); code != 0 || !strings.Contains(out, "extends size 3") {
+		t.Fatalf("verify-proof of the consistency proof: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := g.queryStatus("audit", "verify", "--stream", "s3", "--from", day(3).Format(time.DateOnly), "--checkpoints", ef); code != 0 {
+		t.Fatalf("verify against the export: exit %d\n%s%s", code, out, errOut)
 	}
 	// A proof altered in one byte does not verify.
 	bad := strings.Replace(proof, "index ", "index 1", 1)
