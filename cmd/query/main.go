@@ -179,9 +179,9 @@ Usage:
 Commands:
 `)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-19s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "  %-16s %s\n", "help", "show this help, or a command's: query help <command>")
+	fmt.Fprintf(w, "  %-19s %s\n", "help", "show this help, or a command's: query help <command>")
 	fmt.Fprint(w, `
 Flags every command takes:
   --url URL        gateway address (env SLUICE_URL; default `+defaultURL+`)
