@@ -49,6 +49,7 @@ Commands:
                  configuration (secrets redacted, the source of each value)
                  and exit
   retention run  drop expired day buckets now [--dry-run] [--tenant T]
+  audit keygen   create an audit checkpoint signing key --name NAME --out FILE
 
 Configuration comes from --config FILE (or SLUICE_CONFIG), else ./configs/ingest.yaml
 when present, else built-in defaults; SLUICE_* environment variables override
@@ -62,6 +63,9 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) erro
 	cmd := "serve"
 	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
+	}
+	if cmd == "audit" {
+		return auditCmd(args, stdout, stderr)
 	}
 	if cmd == "retention" {
 		return retentionCmd(ctx, args, env, stdout, stderr)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
+	"github.com/sluicehq/sluice/internal/audit/auditlog"
 	"github.com/sluicehq/sluice/internal/chstore"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/model"
@@ -63,7 +64,7 @@ func (r *rollups) retentionStore() retention.Store {
 // is set. The returned function stops it and waits for the sweep in
 // progress to end (each step of a sweep is idempotent, so stopping midway
 // is safe); call it before closing the store.
-func startRetention(ctx context.Context, cfg config.Config, st backend, rollupStore retention.Store, logger *slog.Logger, reg prometheus.Registerer) (func(), error) {
+func startRetention(ctx context.Context, cfg config.Config, st backend, rollupStore retention.Store, al *auditlog.Log, logger *slog.Logger, reg prometheus.Registerer) (func(), error) {
 	if !cfg.Retention.Enabled {
 		logger.Info("retention sweeper disabled (retention.enabled: false)")
 		return func() {}, nil
@@ -72,6 +73,7 @@ func startRetention(ctx context.Context, cfg config.Config, st backend, rollupSt
 	if err != nil {
 		return nil, err
 	}
+	stores = auditRetention(al, stores)
 	sw := retention.New(cfg.Retention, stores, time.Now, logger, reg)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -162,6 +164,11 @@ func retentionCmd(ctx context.Context, args, env []string, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
+	al, err := openAudit(cfg, st, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		return err
+	}
+	stores = auditRetention(al, stores)
 	sw := retention.New(cfg.Retention, stores, time.Now, slog.New(slog.DiscardHandler), nil)
 	bar := &progressBar{w: stderr}
 	rep, err := sw.Sweep(ctx, retention.Options{DryRun: *dry, Tenant: *tenant, Progress: bar.update})

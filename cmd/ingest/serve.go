@@ -62,14 +62,24 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		return err
 	}
 	defer ru.close() // deferred after st.Close, so it runs first
-	stopRetention, err := startRetention(ctx, cfg, st, ru.retentionStore(), logger.With("component", "retention"), reg)
+	al, err := openAudit(cfg, st, logger.With("component", "audit"), reg)
+	if err != nil {
+		return err
+	}
+	stopRetention, err := startRetention(ctx, cfg, st, ru.retentionStore(), al, logger.With("component", "retention"), reg)
 	if err != nil {
 		return err
 	}
 	defer stopRetention() // before the rollup and raw stores close
 	mqttBuckets(&cfg, logger)
 	cfg.Buckets.Reserve = buckets.DefaultReserve(cfg.Buckets)
-	sk := sink.New(cfg.Sink, cfg.Buckets, st, logger.With("component", "sink"), reg, ru.sinkOptions()...)
+	sinkOpts := ru.sinkOptions()
+	if al != nil {
+		sinkOpts = append(sinkOpts, sink.WithAuditGate(al.Gate))
+	}
+	sk := sink.New(cfg.Sink, cfg.Buckets, st, logger.With("component", "sink"), reg, sinkOpts...)
+	stopAudit := startAudit(ctx, cfg, al, logger.With("component", "audit"))
+	defer stopAudit() // before the store closes
 	quotas := quota.New(cfg.Quotas, configuredTenants(cfg), time.Now, reg)
 	ingest := httpingest.New(httpingest.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxDecompressedBytes: cfg.HTTP.MaxDecompressedBytes, Limits: cfg.Limits.Decode(),
@@ -105,7 +115,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		PostAudit:    quotas.Middleware(cfg.HTTP.MaxBodyBytes, ingest.Audit),
 		GetReadings:  read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		Extra: extraRoutes(ru.routes(), map[string]http.HandlerFunc{
+		Extra: extraRoutes(ru.routes(), auditRoutes(al, logger), map[string]http.HandlerFunc{
 			"GET /v1/deadletters":    readapi.DeadLetters(st, time.Now, logger.With("component", "read"), readOpts...),
 			"GET /v1/partitions/top": read.TopPartitions,
 		}),

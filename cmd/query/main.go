@@ -67,7 +67,7 @@ type command struct {
 
 // commands lists the subcommands in the order help shows them.
 func commands() []command {
-	return []command{
+	return append([]command{
 		readingsCommand(),
 		auditCommand(),
 		partitionsCommand(),
@@ -77,7 +77,7 @@ func commands() []command {
 		topCommand(),
 		sqlCommand(),
 		deadLettersCommand(),
-	}
+	}, auditLogCommands()...)
 }
 
 func runEnv(ctx context.Context, e *env, args []string) error {
@@ -180,9 +180,9 @@ Usage:
 Commands:
 `)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-19s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "  %-16s %s\n", "help", "show this help, or a command's: query help <command>")
+	fmt.Fprintf(w, "  %-19s %s\n", "help", "show this help, or a command's: query help <command>")
 	fmt.Fprint(w, `
 Flags every command takes:
   --format FORMAT  table, csv or json (default table)

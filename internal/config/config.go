@@ -18,6 +18,7 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 
+	"github.com/sluicehq/sluice/internal/audit/auditlog"
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/httpingest"
@@ -48,6 +49,7 @@ type Config struct {
 
 	Retention retention.Config `mapstructure:"retention"`
 	Quotas    quota.Config     `mapstructure:"quotas"`
+	Audit     auditlog.Config  `mapstructure:"audit"`
 }
 
 // HTTP configures the HTTP listener shared by ingest, read API and metrics.
@@ -155,6 +157,7 @@ func Default() Config {
 
 		Retention: retention.DefaultConfig(),
 		Quotas:    quota.DefaultConfig(),
+		Audit:     auditlog.DefaultConfig(),
 	}
 }
 
@@ -533,6 +536,9 @@ func (c Config) Validate() error {
 		Rows:  quota.Bound{Key: "limits.max_rows", N: int64(c.Limits.MaxRows)},
 		Bytes: quota.Bound{Key: "http.max_body_bytes", N: c.HTTP.MaxBodyBytes},
 	}); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Audit.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/audit/auditlog"
 	"github.com/sluicehq/sluice/internal/bytebudget"
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/httpx"
@@ -176,7 +177,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, kl, tenant string, n int, err error) {
 	var busy *sink.BusyError
 	var over *quota.ExceededError
+	var conflict *sink.ConflictError
+	var late *auditlog.LateError
 	switch {
+	case errors.As(err, &conflict):
+		h.reject(w, kl, "conflict", http.StatusConflict, "nothing stored: "+conflict.Error())
+	case errors.As(err, &late):
+		h.reject(w, kl, "late", http.StatusUnprocessableEntity, "nothing stored: "+late.Error())
 	case errors.As(err, &over):
 		h.m.rejected.WithLabelValues(kl, "quota").Inc()
 		httpx.TooMany(w, over.RetryAfter, quota.ExceededMessage(over))

@@ -15,6 +15,7 @@ type metrics struct {
 	queued          prometheus.Gauge
 	busy            prometheus.Counter
 	auditDuplicates prometheus.Counter
+	auditConflicts  prometheus.Counter
 	seriesDays      prometheus.Gauge
 	entries         *prometheus.CounterVec
 	queueCapacity   prometheus.Gauge
@@ -51,6 +52,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		auditDuplicates: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_sink_audit_duplicates_total", Help: "Audit events skipped because their event_id was already stored.",
 		}),
+		auditConflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_sink_audit_conflicts_total", Help: "Audit events refused (409) because their event_id was stored with a different payload.",
+		}),
 		seriesDays: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_buckets_series_days", Help: "Series-days whose bucketing state is held in memory.",
 		}),
@@ -76,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.splitsLimit.Set(buckets.MaxSplits)
 	if reg != nil {
-		reg.MustRegister(m.rows, m.commits, m.commitErrors, m.commitSeconds, m.batchRows, m.queued, m.busy, m.auditDuplicates, m.seriesDays, m.entries,
+		reg.MustRegister(m.rows, m.commits, m.commitErrors, m.commitSeconds, m.batchRows, m.queued, m.busy, m.auditDuplicates, m.auditConflicts, m.seriesDays, m.entries,
 			m.queueCapacity, m.overBound, m.splitsMax, m.splitsLimit)
 	}
 	return m

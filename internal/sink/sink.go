@@ -55,6 +55,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/sluicehq/sluice/internal/audit/canon"
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/hotparts"
 	"github.com/sluicehq/sluice/internal/model"
@@ -69,6 +70,30 @@ type Store interface {
 	AuditSeen(ctx context.Context, ids []store.AuditID) ([]bool, error)
 	// Commit writes the batch atomically; it returns nil only once durable.
 	Commit(ctx context.Context, b *store.Batch) error
+}
+
+// AuditLookup is implemented by a Store that returns stored audit events:
+// a resubmitted event_id is then compared with what is stored, and refused
+// with a *ConflictError if its payload differs. ids are ids AuditSeen
+// reported stored; like[i] is the event being resubmitted as ids[i]. The
+// store returns the stored event, or nil when it is not where like[i]
+// would be stored (a backend that cannot find an event by id alone looks
+// only there): a stored id whose event is elsewhere has another stream or
+// ts, so another payload.
+type AuditLookup interface {
+	AuditEvents(ctx context.Context, ids []store.AuditID, like []*model.AuditEvent) ([]*model.AuditEvent, error)
+}
+
+// ConflictError refuses a request that resubmits a stored (or in-flight)
+// audit event_id with a different payload. Nothing of the request is
+// stored.
+type ConflictError struct {
+	EventID string
+	Stream  string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("audit event %q (stream %q) is already stored with a different payload; an event_id names one event: nothing of this request was stored", e.EventID, e.Stream)
 }
 
 // Versioner is implemented by a Store that orders two writes of the same key
@@ -176,7 +201,8 @@ type batch struct {
 	entries []*buckets.Partition // the partitions of b.Catalogue, in its order
 	waiters []*pending
 	ids     []store.AuditID
-	after   []*batch // batches in flight with a catalogue entry of this one
+	events  map[store.AuditID]*model.AuditEvent // the events of ids, for the conflict check
+	after   []*batch                            // batches in flight with a catalogue entry of this one
 	// deps are batches in flight that carry the catalogue entries of
 	// partitions this batch writes rows to: its requests succeed only if
 	// they do.
@@ -223,12 +249,21 @@ type Sink struct {
 	commits   chan *batch
 	commitsWG sync.WaitGroup // committers running
 	done      chan struct{}
-	onCommit  func(*store.Batch) // see WithOnCommit; nil when unset
+	onCommit  func(*store.Batch)            // see WithOnCommit; nil when unset
+	gate      func(*model.AuditEvent) error // see WithAuditGate; nil when unset
+	lookup    AuditLookup                   // st, if it returns stored events
 
 	// The flusher's view of how close series-days come to their split
 	// limit: the largest split sequence number per day, for the two
 	// newest days seen (see noteSplit).
 	splits map[model.Day]int
+}
+
+// WithAuditGate has Write refuse a request, storing nothing, when gate
+// returns an error for one of its audit events; Write returns that error.
+// The audit log uses it to refuse events of days that are sealed.
+func WithAuditGate(gate func(*model.AuditEvent) error) Option {
+	return func(s *Sink) { s.gate = gate }
 }
 
 // Option adds optional behaviour to a Sink.
@@ -280,6 +315,7 @@ func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg pro
 	}
 	s.versions, _ = st.(Versioner)
 	s.m.queueCapacity.Set(float64(cfg.QueueRows))
+	s.lookup, _ = st.(AuditLookup)
 	for _, o := range opts {
 		o(s)
 	}
@@ -352,6 +388,14 @@ func (r *Reservation) Release() {
 func (s *Sink) WriteReserved(ctx context.Context, res *Reservation, req *Request) error {
 	if res == nil || res.done || res.s != s {
 		return errors.New("sink: WriteReserved needs an unused reservation of this sink")
+	}
+	if s.gate != nil {
+		for i := range req.Audit {
+			if err := s.gate(&req.Audit[i]); err != nil {
+				res.Release()
+				return err
+			}
+		}
 	}
 	res.done = true
 	rows := req.Rows()
@@ -658,10 +702,15 @@ func (s *Sink) plan(group []*pending) {
 			}
 			e := &p.req.Audit[i]
 			id := store.AuditID{Tenant: p.req.Tenant, Day: model.DayOf(e.TS), EventID: e.EventID}
-			if holder, dup := dups[id]; dup {
+			if d, dup := dups[id]; dup {
+				if d.ev != nil && !canon.Equal(d.ev, e) {
+					s.m.auditConflicts.Inc()
+					err = &ConflictError{EventID: e.EventID, Stream: e.Stream}
+					break
+				}
 				s.m.auditDuplicates.Inc()
-				if holder != nil {
-					dupOf = append(dupOf, holder)
+				if d.bt != nil {
+					dupOf = append(dupOf, d.bt)
 				}
 				continue
 			}
@@ -671,7 +720,7 @@ func (s *Sink) plan(group []*pending) {
 			}
 			// A later copy in this group is a duplicate, stored by this batch.
 			// Only marked once placed: a copy that failed to place is not stored.
-			dups[id] = nil
+			dups[id] = dup{ev: e}
 			all = append(all, placed{pt: pt, req: p.req, idx: int32(i), rows: 1, audit: true})
 			ids = append(ids, id)
 		}
@@ -682,7 +731,11 @@ func (s *Sink) plan(group []*pending) {
 				delete(dups, id)
 			}
 			all = all[:from]
-			s.finish(p, fmt.Errorf("place rows: %w", err))
+			var conflict *ConflictError
+			if !errors.As(err, &conflict) {
+				err = fmt.Errorf("place rows: %w", err)
+			}
+			s.finish(p, err)
 			continue
 		}
 		for _, dl := range p.req.DeadLetters {
@@ -690,6 +743,12 @@ func (s *Sink) plan(group []*pending) {
 			bt.b.DeadLetters = append(bt.b.DeadLetters, dl)
 		}
 		bt.ids = append(bt.ids, ids...)
+		for _, id := range ids {
+			if bt.events == nil {
+				bt.events = make(map[store.AuditID]*model.AuditEvent)
+			}
+			bt.events[id] = dups[id].ev
+		}
 		if len(dupOf) > 0 {
 			p.dupOf = append([]*batch(nil), dupOf...)
 		}
@@ -1014,21 +1073,30 @@ func (s *Sink) catalogues(ctx context.Context, sds []model.SeriesDay) ([][]model
 	return out, nil
 }
 
+// dup is an audit event id already stored (bt nil) or in a batch being
+// committed (bt), with its event when known (for the conflict check).
+type dup struct {
+	bt *batch
+	ev *model.AuditEvent
+}
+
 // auditDuplicates returns the audit ids of the group that are already
-// stored (mapped to nil) or in a batch being committed (mapped to it).
-func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store.AuditID]*batch, error) {
-	dups := make(map[store.AuditID]*batch)
+// stored or in a batch being committed.
+func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store.AuditID]dup, error) {
+	dups := make(map[store.AuditID]dup)
 	var ids []store.AuditID
+	var evs []*model.AuditEvent
 	s.mu.Lock()
 	for _, p := range group {
 		for i := range p.req.Audit {
 			e := &p.req.Audit[i]
 			id := store.AuditID{Tenant: p.req.Tenant, Day: model.DayOf(e.TS), EventID: e.EventID}
 			if bt, ok := s.inflight[id]; ok {
-				dups[id] = bt
+				dups[id] = dup{bt: bt, ev: bt.events[id]}
 				continue
 			}
 			ids = append(ids, id)
+			evs = append(evs, e)
 		}
 	}
 	s.mu.Unlock()
@@ -1039,9 +1107,25 @@ func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store
 	if err != nil {
 		return nil, fmt.Errorf("check audit event ids: %w", err)
 	}
+	var stored []store.AuditID
+	var like []*model.AuditEvent
 	for i, ok := range seen {
 		if ok {
-			dups[ids[i]] = nil
+			dups[ids[i]] = dup{}
+			stored = append(stored, ids[i])
+			like = append(like, evs[i])
+		}
+	}
+	if s.lookup != nil && len(stored) > 0 {
+		found, err := s.lookup.AuditEvents(ctx, stored, like)
+		if err != nil {
+			return nil, fmt.Errorf("read stored audit events: %w", err)
+		}
+		for i, ev := range found {
+			if ev == nil {
+				ev = &model.AuditEvent{EventID: stored[i].EventID} // elsewhere: another payload
+			}
+			dups[stored[i]] = dup{ev: ev}
 		}
 	}
 	return dups, nil

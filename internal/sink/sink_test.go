@@ -455,28 +455,54 @@ func TestAuditDeduplication(t *testing.T) {
 		// requests are written concurrently when concurrent, else in order.
 		requests   []Request
 		concurrent bool
-		want       []model.AuditEvent
+		// conflict[i] says request i must fail with a *ConflictError.
+		conflict []bool
+		want     []model.AuditEvent
 	}{
 		{
 			name:     "twice in one request",
-			requests: []Request{{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base+1, "first"), event("s", "x", base+1, "second"), event("s", "y", base+2, "u")}}},
+			requests: []Request{{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base+1, "first"), event("s", "x", base+1, "first"), event("s", "y", base+2, "u")}}},
 			want:     []model.AuditEvent{event("s", "x", base+1, "first"), event("s", "y", base+2, "u")},
+		},
+		{
+			name:     "twice in one request with different payloads",
+			requests: []Request{{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base+1, "first"), event("s", "x", base+1, "second"), event("s", "y", base+2, "u")}}},
+			conflict: []bool{true},
 		},
 		{
 			name: "in a later request",
 			requests: []Request{
 				{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base+1, "first")}},
-				{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base+1, "retry"), event("s", "z", base+3, "u")}},
+				{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base+1, "first"), event("s", "z", base+3, "u")}},
 			},
 			want: []model.AuditEvent{event("s", "x", base+1, "first"), event("s", "z", base+3, "u")},
+		},
+		{
+			name: "in a later request with a different payload",
+			requests: []Request{
+				{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base+1, "first")}},
+				{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base+1, "retry"), event("s", "z", base+3, "u")}},
+			},
+			conflict: []bool{false, true},
+			want:     []model.AuditEvent{event("s", "x", base+1, "first")},
 		},
 		{
 			name: "retried into another stream",
 			requests: []Request{
 				{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base+1, "first")}},
-				{Tenant: tenant, Audit: []model.AuditEvent{event("other", "x", base+1, "retry")}},
+				{Tenant: tenant, Audit: []model.AuditEvent{event("other", "x", base+1, "first")}},
 			},
-			want: []model.AuditEvent{event("s", "x", base+1, "first")},
+			conflict: []bool{false, true},
+			want:     []model.AuditEvent{event("s", "x", base+1, "first")},
+		},
+		{
+			name: "retried with another timestamp of the same day",
+			requests: []Request{
+				{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base+1, "first")}},
+				{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base+2, "first")}},
+			},
+			conflict: []bool{false, true},
+			want:     []model.AuditEvent{event("s", "x", base+1, "first")},
 		},
 		{
 			name: "in concurrent requests",
@@ -513,7 +539,13 @@ func TestAuditDeduplication(t *testing.T) {
 			}
 			wg.Wait()
 			for i, err := range errs {
-				if err != nil {
+				var ce *ConflictError
+				switch want := i < len(tc.conflict) && tc.conflict[i]; {
+				case want && !errors.As(err, &ce):
+					t.Errorf("request %d: %v, want a *ConflictError", i, err)
+				case want && ce.EventID != "x":
+					t.Errorf("request %d: conflict names event %q, want x", i, ce.EventID)
+				case !want && err != nil:
 					t.Errorf("request %d: %v", i, err)
 				}
 			}
@@ -567,7 +599,7 @@ func TestAuditDuplicateInFlight(t *testing.T) {
 			// Both touch the same series-days: a new one would make the
 			// flusher wait for the held commit before reading its catalogue.
 			first := &Request{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base, "first")}, Readings: []model.Reading{reading("d", base, "m")}}
-			second := &Request{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base, "second")}, Readings: []model.Reading{reading("d", base, "m")}}
+			second := &Request{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base, "first")}, Readings: []model.Reading{reading("d", base, "m2")}}
 			var wg sync.WaitGroup
 			var err1, err2 error
 			wg.Go(func() { err1 = s.Write(context.Background(), first) })
@@ -1138,4 +1170,62 @@ func TestReserve(t *testing.T) {
 		t.Fatalf("Reserve of the whole budget at rest = %v", err)
 	}
 	full.Release()
+}
+
+// TestAuditConflictInFlight resubmits an event_id with another payload
+// while the batch holding the first is being committed: it is refused with
+// a *ConflictError naming the event, and only the first is stored.
+func TestAuditConflictInFlight(t *testing.T) {
+	g := newGate()
+	defer g.open()
+	entered := make(chan struct{})
+	hs := &hookStore{Store: tempStore(t)}
+	hs.hook = func(n int, _ *store.Batch) error {
+		if n == 1 {
+			close(entered)
+			g.wait()
+		}
+		return nil
+	}
+	s := start(t, testConfig(), testBuckets(), hs)
+	first := &Request{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base, "first")}, Readings: []model.Reading{reading("d", base, "m")}}
+	second := &Request{Tenant: tenant, Audit: []model.AuditEvent{event("s", "x", base, "second")}, Readings: []model.Reading{reading("d", base, "m")}}
+	var wg sync.WaitGroup
+	var err1 error
+	wg.Go(func() { err1 = s.Write(context.Background(), first) })
+	<-entered
+	err2 := s.Write(context.Background(), second)
+	var ce *ConflictError
+	if !errors.As(err2, &ce) || ce.EventID != "x" || ce.Stream != "s" {
+		t.Errorf("second Write = %v, want a *ConflictError naming event x of stream s", err2)
+	}
+	g.open()
+	wg.Wait()
+	if err1 != nil {
+		t.Fatalf("first Write: %v", err1)
+	}
+	if diff := cmp.Diff([]model.AuditEvent{first.Audit[0]}, readAudit(t, hs.Store, tenant, "s")); diff != "" {
+		t.Errorf("stored events mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestAuditGate refuses a whole request when the gate refuses one of its
+// events.
+func TestAuditGate(t *testing.T) {
+	st := tempStore(t)
+	late := errors.New("late")
+	s := New(testConfig(), testBuckets(), st, slog.New(slog.DiscardHandler), nil, WithAuditGate(func(e *model.AuditEvent) error {
+		if e.EventID == "late" {
+			return late
+		}
+		return nil
+	}))
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	req := &Request{Tenant: tenant, Audit: []model.AuditEvent{event("s", "ok", base, "u"), event("s", "late", base, "u")}}
+	if err := s.Write(context.Background(), req); !errors.Is(err, late) {
+		t.Fatalf("Write = %v, want the gate's error", err)
+	}
+	if got := readAudit(t, st, tenant, "s"); len(got) != 0 {
+		t.Errorf("%d events stored, want none", len(got))
+	}
 }

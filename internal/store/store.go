@@ -144,3 +144,29 @@ type BucketSize struct {
 	Rows       int64
 	Bytes      int64
 }
+
+// AuditSeal is the sealed state of one day of one audit stream's log: an
+// opaque record (package auditlog encodes it) that a backend stores under
+// (Tenant, Stream, Day) outside the day's buckets, so that retention never
+// drops it.
+type AuditSeal struct {
+	Tenant string
+	Stream string
+	Day    model.Day
+	Record []byte
+}
+
+// AuditLeaf is one leaf of a sealed stream-day, in log order: the event's
+// clustering key and its leaf hash. A backend stores a day's leaves in the
+// day's audit bucket, so retention drops them with the events.
+type AuditLeaf struct {
+	TS      int64
+	EventID string
+	Hash    [32]byte
+}
+
+// SeriesRef names one series of a tenant.
+type SeriesRef struct {
+	Tenant string
+	Series string
+}

@@ -137,6 +137,14 @@ func (s *Store) dropPartitionData(ctx context.Context, tenant string, kind model
 		for b := range auditIDBuckets {
 			dels = append(dels, s.deleteOp(`DELETE FROM audit_ids WHERE tenant = ? AND day = ? AND bucket = ?`, tenant, dayValue(day), b))
 		}
+		// A sealed stream-day's leaves go with its events (its seal stays).
+		streams := make(map[string]struct{})
+		for p := range parts {
+			streams[p.series] = struct{}{}
+		}
+		for stream := range streams {
+			dels = append(dels, s.deleteOp(`DELETE FROM audit_leaves WHERE tenant = ? AND stream = ? AND day = ?`, tenant, stream, dayValue(day)))
+		}
 	}
 	if err := s.run(ctx, "drop", dels); err != nil {
 		return st, fmt.Errorf("drop partitions of %s %s on %s: %w", tenant, kind, day, err)

@@ -7,7 +7,7 @@ import (
 )
 
 // Tables lists the tables of the schema.
-var Tables = []string{"readings", "audit", "audit_ids", "catalogue", "dead_letters", "tenant_days"}
+var Tables = []string{"readings", "audit", "audit_ids", "catalogue", "dead_letters", "tenant_days", "audit_seals", "audit_leaves"}
 
 // Truncate empties every table, so that a test starts from an empty store.
 func (s *Store) Truncate(ctx context.Context) error {

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -34,6 +35,7 @@ type Store struct {
 	logger *slog.Logger
 	wo     *pebble.WriteOptions
 	ver    versions
+	sealMu sync.Mutex // serialises PutAuditSeal's check and write
 }
 
 // Version returns the version of the next batch (sink.Versioner): catalogue

@@ -37,7 +37,7 @@ func (s *Store) Buckets(ctx context.Context, before model.Day) ([]store.Bucket, 
 			out = append(out, b)
 		}
 	}
-	for _, table := range []byte{tabCatalogue, tabReadings, tabAudit, tabAuditIDs, tabDead} {
+	for _, table := range []byte{tabCatalogue, tabReadings, tabAudit, tabAuditIDs, tabAuditLeaves, tabDead} {
 		if err := s.eachTenantDay(ctx, table, before, func(d model.Day, tenant string, rest []byte) []byte {
 			switch table {
 			case tabCatalogue:
@@ -48,7 +48,7 @@ func (s *Store) Buckets(ctx context.Context, before model.Day) ([]store.Bucket, 
 				return prefixEnd(append(tenantPrefix(table, d, tenant), rest[0]))
 			case tabReadings:
 				add(store.Bucket{Kind: store.BucketReadings, Tenant: tenant, Day: d})
-			case tabAudit, tabAuditIDs:
+			case tabAudit, tabAuditIDs, tabAuditLeaves:
 				add(store.Bucket{Kind: store.BucketAudit, Tenant: tenant, Day: d})
 			case tabDead:
 				add(store.Bucket{Kind: store.BucketDeadLetters, Tenant: tenant, Day: d})
@@ -142,7 +142,7 @@ func (s *Store) DropData(ctx context.Context, b store.Bucket) (int, error) {
 	case store.BucketReadings:
 		tables = []byte{tabReadings}
 	case store.BucketAudit:
-		tables = []byte{tabAudit, tabAuditIDs}
+		tables = []byte{tabAudit, tabAuditIDs, tabAuditLeaves}
 	case store.BucketDeadLetters:
 		tables = []byte{tabDead}
 	default:
@@ -190,7 +190,7 @@ func (s *Store) deleteRanges(ctx context.Context, ranges [][2][]byte) error {
 // now, instead of when it gets to them. Benchmarks use it to measure how
 // long the space takes to come back; the gateway never needs it.
 func (s *Store) CompactRange(ctx context.Context, d model.Day) error {
-	for _, t := range []byte{tabReadings, tabAudit, tabAuditIDs, tabCatalogue, tabDead} {
+	for _, t := range []byte{tabReadings, tabAudit, tabAuditIDs, tabAuditLeaves, tabCatalogue, tabDead} {
 		start := appendDay([]byte{t}, d)
 		if err := s.db.Compact(ctx, start, appendDay([]byte{t}, d+1), true); err != nil {
 			return fmt.Errorf("compact day %s: %w", d, err)

@@ -1,0 +1,195 @@
+package cqlstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+// The audit log's tables (package auditlog): audit_seals, a stream's seal
+// records, written with lightweight transactions and read at SERIAL
+// consistency, so that the gateways agree on one seal per stream-day; and
+// audit_leaves, a sealed day's leaves, dropped with the day.
+
+// AuditSeals returns the seal records of one stream, ordered by day. The
+// read is SERIAL: a seal another gateway is storing is either finished
+// and returned, or not yet visible to anyone.
+func (s *Store) AuditSeals(ctx context.Context, tenant, stream string) ([]store.AuditSeal, error) {
+	var out []store.AuditSeal
+	err := s.do(ctx, "audit_seals_read", func(ctx context.Context) error {
+		out = out[:0]
+		it := s.sess.Query(`SELECT day, record FROM audit_seals WHERE tenant = ? AND stream = ?`, tenant, stream).
+			Consistency(gocql.Serial).IterContext(ctx)
+		var (
+			day time.Time
+			rec []byte
+		)
+		for it.Scan(&day, &rec) {
+			out = append(out, store.AuditSeal{Tenant: tenant, Stream: stream, Day: model.DayOf(day.UnixMilli()), Record: slices.Clone(rec)})
+		}
+		return it.Close()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read seals of %s/%s: %w", tenant, stream, err)
+	}
+	return out, nil
+}
+
+// PutAuditSeal stores a seal with a lightweight transaction: unless
+// replace, only if the stream-day has none (false then); with replace, only
+// over an existing one.
+func (s *Store) PutAuditSeal(ctx context.Context, seal store.AuditSeal, replace bool) (bool, error) {
+	var applied bool
+	err := s.do(ctx, "audit_seals_write", func(ctx context.Context) error {
+		var q *gocql.Query
+		if replace {
+			q = s.sess.Query(`UPDATE audit_seals SET record = ? WHERE tenant = ? AND stream = ? AND day = ? IF EXISTS`,
+				seal.Record, seal.Tenant, seal.Stream, dayValue(seal.Day))
+		} else {
+			q = s.sess.Query(`INSERT INTO audit_seals (tenant, stream, day, record) VALUES (?, ?, ?, ?) IF NOT EXISTS`,
+				seal.Tenant, seal.Stream, dayValue(seal.Day), seal.Record)
+		}
+		var err error
+		applied, err = q.Consistency(s.writeCL).SerialConsistency(gocql.Serial).MapScanCAS(map[string]any{})
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("store seal of %s/%s/%s: %w", seal.Tenant, seal.Stream, seal.Day, err)
+	}
+	return applied, nil
+}
+
+// PutAuditLeaves stores one chunk of a stream-day's leaves.
+func (s *Store) PutAuditLeaves(ctx context.Context, tenant, stream string, d model.Day, chunk uint32, leaves []store.AuditLeaf) error {
+	var v []byte
+	for _, l := range leaves {
+		v = binary.BigEndian.AppendUint64(v, uint64(l.TS))
+		v = binary.AppendUvarint(v, uint64(len(l.EventID)))
+		v = append(v, l.EventID...)
+		v = append(v, l.Hash[:]...)
+	}
+	err := s.do(ctx, "audit_leaves_write", func(ctx context.Context) error {
+		return s.sess.Query(`INSERT INTO audit_leaves (tenant, stream, day, chunk, leaves) VALUES (?, ?, ?, ?, ?)`,
+			tenant, stream, dayValue(d), int32(chunk), v).Consistency(s.writeCL).Idempotent(true).ExecContext(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("store leaves of %s/%s/%s: %w", tenant, stream, d, err)
+	}
+	return nil
+}
+
+var errBadLeaves = errors.New("corrupt leaves chunk")
+
+// AuditLeaves calls fn with the stored leaves of a stream-day in order.
+func (s *Store) AuditLeaves(ctx context.Context, tenant, stream string, d model.Day, fn func(store.AuditLeaf) error) error {
+	return s.do(ctx, "audit_leaves_read", func(ctx context.Context) error {
+		it := s.query(`SELECT leaves FROM audit_leaves WHERE tenant = ? AND stream = ? AND day = ?`, tenant, stream, dayValue(d)).
+			PageSize(16).IterContext(ctx)
+		var v []byte
+		for it.Scan(&v) {
+			for len(v) > 0 {
+				var l store.AuditLeaf
+				if len(v) < 8 {
+					_ = it.Close()
+					return errBadLeaves
+				}
+				l.TS = int64(binary.BigEndian.Uint64(v))
+				v = v[8:]
+				n, k := binary.Uvarint(v)
+				if k <= 0 || uint64(len(v)-k) < n+32 {
+					_ = it.Close()
+					return errBadLeaves
+				}
+				l.EventID = string(v[k : k+int(n)])
+				v = v[k+int(n):]
+				copy(l.Hash[:], v)
+				v = v[32:]
+				if err := fn(l); err != nil {
+					_ = it.Close()
+					return err
+				}
+			}
+		}
+		return it.Close()
+	})
+}
+
+// AuditStreams lists the (tenant, stream) pairs with audit partitions on
+// day d: the tenants from the tenant-day index, their streams from the
+// catalogue.
+func (s *Store) AuditStreams(ctx context.Context, d model.Day) ([]store.SeriesRef, error) {
+	tks, err := s.DayTenants(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.SeriesRef
+	for _, tk := range tks {
+		if tk.Kind != model.KindAudit.String() {
+			continue
+		}
+		parts, _, err := s.listPartitions(ctx, tk.Tenant, model.KindAudit, d)
+		if err != nil {
+			return nil, err
+		}
+		seen := make(map[string]bool)
+		for p := range parts {
+			if !seen[p.series] {
+				seen[p.series] = true
+				out = append(out, store.SeriesRef{Tenant: tk.Tenant, Series: p.series})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b store.SeriesRef) int {
+		if a.Tenant != b.Tenant {
+			return cmpStr(a.Tenant, b.Tenant)
+		}
+		return cmpStr(a.Series, b.Series)
+	})
+	return out, nil
+}
+
+func cmpStr(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// AuditEvents returns, for each id AuditSeen found, the stored event if it
+// is where like[i] would be (same stream, day and ts, in any sub-bucket of
+// the catalogue), else nil: audit_ids does not say where an event is, and
+// an id stored elsewhere has another stream or ts.
+func (s *Store) AuditEvents(ctx context.Context, ids []store.AuditID, like []*model.AuditEvent) ([]*model.AuditEvent, error) {
+	out := make([]*model.AuditEvent, len(ids))
+	for i, id := range ids {
+		e := like[i]
+		if e == nil || model.DayOf(e.TS) != id.Day {
+			continue
+		}
+		parts, err := s.Catalogue(ctx, model.SeriesDay{Kind: model.KindAudit, Tenant: id.Tenant, Series: e.Stream, Day: id.Day})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range parts {
+			evs, err := s.ScanAudit(ctx, p.Key, store.Range{From: e.TS, To: e.TS + 1}, 1<<10)
+			if err != nil {
+				return nil, err
+			}
+			if j := slices.IndexFunc(evs, func(x model.AuditEvent) bool { return x.EventID == id.EventID }); j >= 0 {
+				out[i] = &evs[j]
+			}
+		}
+	}
+	return out, nil
+}
