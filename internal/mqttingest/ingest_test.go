@@ -3,11 +3,14 @@ package mqttingest
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -342,11 +345,16 @@ func TestPoisonMessages(t *testing.T) {
 	}
 }
 
-// Mosquitto restarted mid-stream (persistence on): nothing is lost.
+// Mosquitto restarted mid-stream (persistence on): nothing is lost. The
+// broker is a private Mosquitto with the shared one's configuration, so
+// that restarting it does not cut the tests of other packages running
+// beside this one.
 func TestBrokerRestart(t *testing.T) {
-	requireServer(t, mosquittoAddr, "mosquitto")
+	requireServer(t, mosquittoAddr, "mosquitto") // the binary is installed
+	addr := testenv.FreeAddr(t)
+	restart := privateMosquitto(t, addr)
 	prefix := "sluicetest/" + uniq(t)
-	cfg := testConfig(mosquittoAddr, prefix)
+	cfg := testConfig(addr, prefix)
 	cfg.MaxInflight = 16
 	stk := newStack(t, buckets.DefaultConfig())
 	const n = 2000
@@ -355,14 +363,11 @@ func TestBrokerRestart(t *testing.T) {
 
 	// A slow writer keeps messages queued at the broker when it restarts.
 	g := startGateway(t, cfg, slowWriter{w: stk.sk, delay: 5 * time.Millisecond})
-	first.publish(t, publisher(t, mosquittoAddr, prefix+"-pub1", "", ""))
+	first.publish(t, publisher(t, addr, prefix+"-pub1", "", ""))
 	stored := len(readAll(t, stk.st, "acme", first.devices, first.from, second.to))
-	out, err := exec.Command("bash", filepath.Join("..", "..", "scripts", "servers.sh"), "restart", "mosquitto").CombinedOutput()
-	if err != nil {
-		t.Fatalf("restart mosquitto: %v\n%s", err, out)
-	}
+	restart()
 	t.Logf("restarted mosquitto with %d of %d rows of the first half stored", stored, len(first.want))
-	second.publish(t, publisher(t, mosquittoAddr, prefix+"-pub2", "", ""))
+	second.publish(t, publisher(t, addr, prefix+"-pub2", "", ""))
 
 	want := first.want
 	for c := range second.want {
@@ -373,6 +378,66 @@ func TestBrokerRestart(t *testing.T) {
 	})
 	g.stop(t)
 	checkExactlyOnce(t, readAll(t, stk.st, "acme", first.devices, first.from, second.to), want)
+}
+
+// privateMosquitto runs a Mosquitto of its own on addr, configured as
+// scripts/servers.sh configures the shared one (persistence on, its state
+// in a temporary directory), and returns a function that stops it the way
+// a service stop does (SIGTERM: it saves its state) and starts it again.
+func privateMosquitto(t *testing.T, addr string) (restart func()) {
+	t.Helper()
+	path, err := exec.LookPath("mosquitto")
+	if err != nil {
+		testenv.Missing(t, "mosquitto is not installed: bash scripts/servers.sh install mosquitto")
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	dir := t.TempDir()
+	tmpl, err := os.ReadFile(filepath.Join("..", "..", "scripts", "mosquitto", "mosquitto.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := strings.NewReplacer("@MQTT_PORT@", port, "@HOST@", host, "@STATE_DIR@", dir).Replace(string(tmpl))
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	confPath := filepath.Join(dir, "mosquitto.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var cmd *exec.Cmd
+	var done chan struct{}
+	start := func() {
+		cmd = exec.Command(path, "-c", confPath)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done = make(chan struct{})
+		go func(c *exec.Cmd, d chan struct{}) { _ = c.Wait(); close(d) }(cmd, done)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				_ = c.Close()
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("private mosquitto on %s not listening after 10s: %v", addr, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	start()
+	t.Cleanup(stop)
+	return func() { stop(); start() }
 }
 
 // On the embedded broker a device account publishes to its own topic only,
