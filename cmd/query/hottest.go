@@ -252,7 +252,7 @@ func rankHottest(ctx context.Context, e *env, fs *flagSet, conn *connFlags, urls
 			fmt.Fprintln(e.stderr, "query: some entries are not settled: their rows, bytes and times may run ahead of the partitions")
 		}
 		for _, d := range dups {
-			fmt.Fprintf(e.stderr, "query: partition %s/%d was ranked by %s and %s, which should not happen (each partition has one writer); kept the higher rate, from %s\n",
+			fmt.Fprintf(e.stderr, "query: partition %s/%d was ranked by both %s and %s (two gateways with one writer_id?); kept the higher rate, from %s\n",
 				d.Series, d.SubBucket, d.Kept, d.Dropped, d.Kept)
 		}
 		t := render.TopPartitionsTable(infos, rates)
