@@ -261,3 +261,22 @@ func TestHottestURLsFromEnv(t *testing.T) {
 		t.Errorf("error %v, stdout %q, stderr %q: want dev-a listed and %s named", err, out.String(), errb.String(), refusedURL)
 	}
 }
+
+// TestHottestDuplicateNamed: a partition two gateways rank is listed once,
+// with the higher rate, and named on stderr.
+func TestHottestDuplicateNamed(t *testing.T) {
+	var days dayLog
+	a := hotServer(t, "dev-x", 3, &days)
+	b := hotServer(t, "dev-x", 7, &days)
+	stdout, stderr, err := queryEnv(t, time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC),
+		"partitions", "--hottest", "--urls", a+","+b, "--token", token, "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(stdout, "dev-x"); n != 1 || !strings.Contains(stdout, ",7.00") {
+		t.Errorf("stdout %q, want dev-x once at 7.00 rows/s", stdout)
+	}
+	if want := "partition dev-x/0 was ranked by both " + b + " and " + a; !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q, want it to contain %q", stderr, want)
+	}
+}
