@@ -143,6 +143,13 @@ func (c *connFlags) client(fs *flagSet) (*client.Client, error) {
 	if url == "" {
 		url = defaultURL
 	}
+	return c.gatewayClient(fs, url, "--url", "")
+}
+
+// gatewayClient returns a client of the gateway at url, which flag named.
+// A non-empty label starts the client's notes on stderr.
+func (c *connFlags) gatewayClient(fs *flagSet, url, flag, label string) (*client.Client, error) {
+	e := fs.e
 	token := c.token
 	if token == "" {
 		token = e.getenv("SLUICE_TOKEN")
@@ -155,11 +162,11 @@ func (c *connFlags) client(fs *flagSet) (*client.Client, error) {
 	}
 	cl, err := client.NewClient(url, token, &http.Client{Timeout: c.timeout})
 	if err != nil {
-		return nil, fs.usagef("--url: %v", err)
+		return nil, fs.usagef("%s: %v", flag, err)
 	}
 	cl.Retry = e.retry
 	cl.Retry.Notify = func(err *client.APIError, wait time.Duration) {
-		fmt.Fprintf(e.stderr, "query: %v; retrying in %v\n", err, wait)
+		fmt.Fprintf(e.stderr, "query: %s%v; retrying in %v\n", label, err, wait)
 	}
 	return cl, nil
 }

@@ -43,7 +43,7 @@ var positional = map[string][]string{"sql": {"SELECT 1"}}
 var samples = map[string]string{
 	"device": "pump-18", "stream": "audit-stream", "metric": "rpm", "day": "2026-11-21",
 	"from": "-3h", "to": "-1h", "limit": "5", "cursor": "opaque", "max-rows": "5",
-	"url": refusedURL, "token": "t", "timeout": "5s",
+	"url": refusedURL, "token": "t", "timeout": "5s", "urls": refusedURL + ",http://127.0.0.1:2",
 	"tenant": "acme", "config": "", // config: set by the test to a file
 	"step": "1h", "by": "mean", "width": "40", "height": "5", "format": "json",
 	"clickhouse": "127.0.0.1:1", "database": "sluice", "user": "default",
@@ -59,10 +59,11 @@ var companions = map[string][]string{
 	"tenant":   {"--direct"},
 	"config":   {"--direct", "--tenant", "acme"},
 	"audit":    {"--largest"},
+	"urls":     {"--hottest"},
 }
 
 // exclusive names, for a flag, the flag it replaces in required.
-var exclusive = map[string]string{"stream": "device", "device": "stream", "largest": "device", "hottest": "device", "audit": "device"}
+var exclusive = map[string]string{"stream": "device", "device": "stream", "largest": "device", "hottest": "device", "audit": "device", "urls": "device"}
 
 var (
 	flagName   = regexp.MustCompile(`--([a-z][a-z-]*)`)
@@ -225,7 +226,8 @@ func argsWith(name string, flags namedFlags, flag, value, configFile string) []s
 	}
 	if name != "sql" && !direct {
 		for _, f := range []string{"url", "token"} {
-			if flag != f {
+			// --urls replaces --url.
+			if flag != f && (flag != "urls" || f != "url") {
 				args = append(args, "--"+f, samples[f])
 			}
 		}
@@ -300,7 +302,13 @@ func TestHelpExamplesRun(t *testing.T) {
 				// Connection flags go before the flags of a two-word
 				// command's name, which are at the front.
 				k := len(strings.Fields(c.name))
-				args = append(append(slices.Clone(args[:k]), "--url", refusedURL, "--token", "t"), args[k:]...)
+				conn := []string{"--url", refusedURL, "--token", "t"}
+				// An example's gateways are replaced by refusing ones.
+				if i := slices.Index(args, "--urls"); i >= 0 && i+1 < len(args) {
+					args[i+1] = samples["urls"]
+					conn = conn[2:]
+				}
+				args = append(append(slices.Clone(args[:k]), conn...), args[k:]...)
 			}
 			t.Run(ex, func(t *testing.T) {
 				_, _, err := queryEnv(t, now, args...)

@@ -197,6 +197,9 @@ Flags of readings, audit, partitions and deadletters (read Cassandra without a g
   --tenant TENANT  with --direct, the tenant to read
   --config FILE    with --direct, the gateway configuration (default ./configs/ingest.yaml)
 
+Flags of partitions (with --hottest, which each gateway answers for its own writes):
+  --urls URL,URL   every gateway of the cluster, asked at once and merged (env SLUICE_URLS)
+
 `+timeHelp+`
 Examples:
 `)

@@ -12,7 +12,7 @@ import (
 func partitionsCommand() command {
 	return command{
 		name:     "partitions",
-		synopsis: "(--device D | --stream S) --day YYYY-MM-DD | (--largest [--by rows|bytes] | --hottest) [--audit] [--day YYYY-MM-DD] [--limit N] [--format table|csv|json]",
+		synopsis: "(--device D | --stream S) --day YYYY-MM-DD | (--largest [--by rows|bytes] | --hottest [--urls URL,URL,…]) [--audit] [--day YYYY-MM-DD] [--limit N] [--format table|csv|json]",
 		summary:  "list the partitions of a device or stream on one UTC day, or rank a day's largest or hottest",
 		about: `With --device or --stream: that series' partitions on --day. The table ends
 with a total line. ROWS and BYTES count every write, so overwritten rows
@@ -23,16 +23,23 @@ formats say so on stderr.
 With --largest: the tenant's largest partitions of the day (default today,
 UTC) across all its devices (or audit streams with --audit), by rows or, with
 --by bytes, by bytes, read from the partition catalogue without reading rows;
-on Cassandra for the whole cluster. With --hottest: the partitions the gateway
-asked wrote fastest over about the last minute, from its own counters (not
-with --direct; each gateway answers for the rows it wrote). --limit is 1..100
-(default 10).
+on Cassandra for the whole cluster. With --hottest: the partitions written
+fastest over about the last minute, from each gateway's own counters (not
+with --direct). A gateway answers only for the rows it wrote: for the whole
+cluster give every gateway in --urls (or SLUICE_URLS). They are asked at
+once (8 at a time, each within --timeout) and their rankings merged by
+rows_per_second; the day defaults to today on this machine's clock. A
+gateway that does not answer is named on stderr and the exit status is 1,
+but the merged ranking of the others is still printed; JSON lists the
+gateways asked ("gateways") and those that failed ("failed"). --limit is
+1..100 (default 10).
 `,
 		examples: []string{
 			"query partitions --device pump-17 --day 2026-11-22",
 			"query partitions --stream billing-api --day 2026-11-22 --format csv",
 			"query partitions --largest --day 2026-11-22 --limit 20",
 			"query partitions --hottest --format json",
+			"query partitions --hottest --urls http://gw-1:8080,http://gw-2:8080 --limit 20",
 		},
 		flags: func(fs *flagSet, e *env) func(context.Context) error {
 			device := fs.String("device", "", "device `ID` (readings partitions)")
@@ -43,6 +50,7 @@ with --direct; each gateway answers for the rows it wrote). --limit is 1..100
 			by := fs.String("by", "rows", "with --largest, rank by `rows` or bytes")
 			audit := fs.Bool("audit", false, "with --largest or --hottest, rank audit stream partitions instead of device partitions")
 			limit := fs.Int("limit", 0, "with --largest or --hottest, how many partitions, `N` in 1..100 (default 10)")
+			urls := fs.String("urls", "", "with --hottest, every gateway of the cluster, `URL,URL,…`, asked at once and merged (env SLUICE_URLS; instead of --url)")
 			formatFlag := addFormatFlag(fs)
 			conn := addConnFlags(fs, orDirect)
 			return func(ctx context.Context) error {
@@ -50,7 +58,10 @@ with --direct; each gateway answers for the rows it wrote). --limit is 1..100
 					if *device != "" || *stream != "" {
 						return fs.usagef("--largest and --hottest rank every series: give neither --device nor --stream")
 					}
-					return rankPartitions(ctx, e, fs, conn, rankFlags{largest: *largest, hottest: *hottest, by: *by, audit: *audit, day: *day, limit: *limit, format: *formatFlag})
+					return rankPartitions(ctx, e, fs, conn, rankFlags{largest: *largest, hottest: *hottest, by: *by, audit: *audit, day: *day, limit: *limit, format: *formatFlag, urls: *urls})
+				}
+				if *urls != "" {
+					return fs.usagef("--urls applies only with --hottest")
 				}
 				var q client.PartitionsQuery
 				switch {
@@ -109,7 +120,7 @@ with --direct; each gateway answers for the rows it wrote). --limit is 1..100
 
 type rankFlags struct {
 	largest, hottest, audit bool
-	by, day, format         string
+	by, day, format, urls   string
 	limit                   int
 }
 
@@ -142,6 +153,16 @@ func rankPartitions(ctx context.Context, e *env, fs *flagSet, conn *connFlags, r
 	f, err := parseFormat(fs, rf.format)
 	if err != nil {
 		return err
+	}
+	if rf.urls != "" && (!rf.hottest || conn.direct) {
+		return fs.usagef("--urls applies only with --hottest, without --direct")
+	}
+	if rf.hottest && !conn.direct {
+		urls, flag, err := hottestURLs(fs, conn, rf.urls)
+		if err != nil {
+			return err
+		}
+		return rankHottest(ctx, e, fs, conn, urls, flag, q, f)
 	}
 	c, err := conn.client(fs)
 	if err != nil {
