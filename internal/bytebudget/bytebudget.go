@@ -65,10 +65,13 @@ func (b *Budget) Charge() *Charge { return &Charge{b: b} }
 // Held returns the bytes the charge holds.
 func (c *Charge) Held() int64 { return c.held }
 
-// Grow makes the charge hold n more bytes, waiting at most the budget's wait
-// for them. It fails with ErrBusy, or with ctx's error if ctx ends first; the
-// charge then holds what it held before. A charge can never hold more than
-// the whole budget: that fails at once with an error saying so.
+// Grow makes the charge hold n more bytes. An empty charge waits at most the
+// budget's wait for them; a charge that already holds bytes does not wait at
+// all, since two growing charges waiting for each other's bytes would both
+// hold theirs until they time out, and every smaller charge would queue
+// behind them. It fails with ErrBusy, or with ctx's error if ctx ends first;
+// the charge then holds what it held before. A charge can never hold more
+// than the whole budget: that fails at once with an error saying so.
 func (c *Charge) Grow(ctx context.Context, n int64) error {
 	if n <= 0 {
 		return nil
@@ -76,7 +79,7 @@ func (c *Charge) Grow(ctx context.Context, n int64) error {
 	if n > c.b.size-c.held {
 		return fmt.Errorf("%d more bytes would take the charge past the whole budget of %d bytes: %w", n, c.b.size, ErrBusy)
 	}
-	if err := c.b.acquire(ctx, n); err != nil {
+	if err := c.b.acquire(ctx, n, c.held == 0); err != nil {
 		return err
 	}
 	c.held += n
@@ -99,14 +102,14 @@ func (c *Charge) Shrink(n int64) {
 // than once.
 func (c *Charge) Release() { c.Shrink(c.held) }
 
-func (b *Budget) acquire(ctx context.Context, n int64) error {
+func (b *Budget) acquire(ctx context.Context, n int64, wait bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if b.sem.TryAcquire(n) {
 		return nil
 	}
-	if b.wait > 0 {
+	if wait && b.wait > 0 {
 		wctx, cancel := context.WithTimeout(ctx, b.wait)
 		defer cancel()
 		if b.sem.Acquire(wctx, n) == nil {

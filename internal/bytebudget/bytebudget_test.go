@@ -83,3 +83,37 @@ func TestChargeWaits(t *testing.T) {
 		t.Fatal("waiting Grow not served after room was given back")
 	}
 }
+
+// Two charges that each hold bytes and need more than is left do not wait
+// for each other (both would hold theirs for the whole wait, and every
+// other charge would queue behind them): growing a charge that holds bytes
+// fails at once, while an empty charge still waits for room.
+func TestGrowingChargeDoesNotWait(t *testing.T) {
+	b := New(100, 5*time.Second, Metrics{})
+	ctx := context.Background()
+	a, c := b.Charge(), b.Charge()
+	if err := a.Grow(ctx, 40); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Grow(ctx, 40); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := a.Grow(ctx, 30); !errors.Is(err, ErrBusy) {
+		t.Fatalf("growing a held charge past what is left = %v, want ErrBusy at once", err)
+	}
+	if waited := time.Since(start); waited > 2*time.Second {
+		t.Fatalf("growing a held charge waited %v for room (the budget's wait is 5s)", waited)
+	}
+	if a.Held() != 40 {
+		t.Fatalf("a holds %d after the refused growth, want 40", a.Held())
+	}
+	// An empty charge still waits, and gets its room once a gives back.
+	done := make(chan error, 1)
+	go func() { done <- b.Charge().Grow(ctx, 30) }()
+	time.Sleep(20 * time.Millisecond)
+	a.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("empty charge after room was given back: %v", err)
+	}
+}

@@ -15,10 +15,13 @@ func TestBounds(t *testing.T) {
 	}{
 		{"empty", "", 1, 1},
 		{"one reading", `{"device_id":"d","ts":1,"metrics":{"a":1,"b":2}}`, 3, 2},
-		{"rfc 3339 time", `{"device_id":"d","ts":"2026-01-01T00:00:00Z","metrics":{"a":1}}`, 4, 2},
+		{"rfc 3339 time: its colons are not keys'", `{"device_id":"d","ts":"2026-01-01T00:00:00Z","metrics":{"a":1}}`, 2, 2},
+		{"blanks before a key's colon", `{"device_id" : "d", "ts"` + "\n\t:1, \"metrics\"\r: {\"a\" :1}}", 2, 2},
 		{"array", `[{"ts":1,"metrics":{"a":1}},{"ts":2,"metrics":{"a":1,"b":2,"c":3}}]`, 4, 4},
 		{"capped by max_rows × max_metrics", strings.Repeat(`{"ts":1,"metrics":{"a":1,"b":2,"c":3,"d":4}}`+"\n", 200), 400, 100},
-		{"colons in a string", `{"device_id":"` + strings.Repeat(":", 50) + `","ts":1,"metrics":{"a":1}}`, 52, 2},
+		{"colons in a string", `{"device_id":"` + strings.Repeat(":", 50) + `","ts":1,"metrics":{"a":1}}`, 3, 2},
+		{"bare colons reserve nothing", strings.Repeat(":", 6000), 1, 1},
+		{"empty keys: at most one cell per six bytes", strings.Repeat(`"":`, 60), 30, 1},
 		{"not json", strings.Repeat("}{", 10), 1, 10},
 	}
 	for _, tc := range cases {

@@ -3,12 +3,13 @@
 // bound on a tenant's HTTP ingest requests in progress.
 //
 // HTTP requests over a quota are refused at once with an *ExceededError
-// (429 with Retry-After: the time until the bucket holds enough), before
-// they take any of the write pipeline's global budget: Middleware checks
-// the concurrency bound and the body's Content-Length before the body is
-// read, Writer charges the rows (and the bytes of a body sent without a
-// Content-Length) after decoding and before the pipeline. MQTT messages
-// are never refused: Wait holds them until the tenant's buckets allow them.
+// (429 with Retry-After: the time until the bucket holds enough):
+// Middleware checks the concurrency bound and the body's Content-Length
+// before the body is read; Writer charges the rows (and the bytes of a body
+// sent without a Content-Length) after decoding, before the rows are
+// written, giving back at once the pipeline room reserved for them while
+// they were decoded. MQTT messages are never refused: Wait holds them
+// until the tenant's buckets allow them.
 //
 // # Memory
 //
