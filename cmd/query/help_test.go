@@ -90,7 +90,7 @@ var exclusive = map[string]string{"stream": "device", "device": "stream", "large
 	"key": "keys"}
 
 var (
-	flagName   = regexp.MustCompile(`--([a-z][a-z-]*)`)
+	flagName = regexp.MustCompile(`--([a-z][a-z-]*)`)
 	// Values are literals (table|csv|json); SIZE|FILE are placeholders.
 	flagValues = regexp.MustCompile(`--([a-z][a-z-]*) ([a-z0-9.]+(?:\|[a-z0-9.]+)+)\b`)
 	listSep    = regexp.MustCompile(`, (?:and )?| and `)
