@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -72,17 +75,58 @@ func decodeJSON(t *testing.T, out string, v any, keys ...string) {
 
 // TestQueryEveryCommandJSON runs every command `query help` lists with
 // --format json against a live gateway (embedded store, embedded rollup
-// store, embedded broker for a dead letter) and checks what each prints,
-// then runs each again with every other format help names for it.
+// store, embedded broker for a dead letter, audit log on) and checks what
+// each prints, then runs each again with every other format help names
+// for it.
 func TestQueryEveryCommandJSON(t *testing.T) {
+	dir, data := t.TempDir(), t.TempDir()
+	keyFile := filepath.Join(dir, "audit.key")
+	kout, err := exec.Command(filepath.Join(bin, "ingest"), "audit", "keygen", "--name", "audit.e2e.example", "--out", keyFile).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ingest audit keygen: %v\n%s", err, kout)
+	}
+	klines := strings.Split(strings.TrimSpace(string(kout)), "\n")
+	vkey := klines[len(klines)-1]
+
+	// Audit events of billing-api: two of the day before yesterday, three
+	// of yesterday at 10:00. They are accepted by a first run that takes
+	// late events; the second run refuses them, so it seals both days
+	// (trees of 2, then 5 leaves).
+	base := day(1).Add(10 * time.Hour)
+	g := startGateway(t, data, auditEnv(keyFile, "84h", "84h10m")...)
+	var events strings.Builder
+	for i := range 2 {
+		fmt.Fprintf(&events, `{"event_id":"01JP%03d","stream":"billing-api","ts":%q,"action":"invoice.create","attributes":{"amount":%d}}`+"\n",
+			i, day(2).Add(time.Duration(i)*time.Minute).Format(time.RFC3339), i)
+	}
+	for i := range 3 {
+		fmt.Fprintf(&events, `{"event_id":"01JQ%03d","stream":"billing-api","ts":%q,"action":"invoice.refund","attributes":{"amount":%d}}`+"\n",
+			i, base.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), i)
+	}
+	if status, resp := g.post("/v1/audit", "application/x-ndjson", []byte(events.String())); status != 202 {
+		t.Fatalf("POST audit: %d %s", status, resp)
+	}
+	g.stop()
+
 	addr := testenv.FreeAddr(t)
-	g := startMQTTGateway(t, t.TempDir(), addr)
+	g = startMQTTGateway(t, data, addr, auditEnv(keyFile, "0s", "10m")...)
+	origin := "audit.e2e.example/acme/billing-api"
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, _, code := g.queryStatus("audit", "checkpoint", "--stream", "billing-api")
+		if code == 0 && strings.HasPrefix(out, origin+"\n5\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("billing-api not sealed to size 5 after a minute:\n%s\n%s", out, g.logs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 
 	// 30 readings of pump-17 (rpm 1000..1029) and of pump-18 (rpm
-	// 1100..1129), one a second from 10:00 yesterday; three audit events;
-	// one malformed MQTT message.
+	// 1100..1129), one a second from 10:00 yesterday; one malformed MQTT
+	// message.
 	const n = 30
-	base := day(1).Add(10 * time.Hour)
 	var body strings.Builder
 	for i := range n {
 		fmt.Fprintln(&body, reading("pump-17", base.Add(time.Duration(i)*time.Second), i))
@@ -90,14 +134,6 @@ func TestQueryEveryCommandJSON(t *testing.T) {
 	}
 	if status, resp := g.post("/v1/readings", "application/x-ndjson", []byte(body.String())); status != 202 {
 		t.Fatalf("POST readings: %d %s", status, resp)
-	}
-	var events strings.Builder
-	for i := range 3 {
-		fmt.Fprintf(&events, `{"event_id":"01JQ%03d","stream":"billing-api","ts":%q,"action":"invoice.refund","attributes":{"amount":%d}}`+"\n",
-			i, base.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), i)
-	}
-	if status, resp := g.post("/v1/audit", "application/x-ndjson", []byte(events.String())); status != 202 {
-		t.Fatalf("POST audit: %d %s", status, resp)
 	}
 	const poison = `{"metrics": oops`
 	if !publishAcked(device(t, addr), poison) {
@@ -113,7 +149,18 @@ func TestQueryEveryCommandJSON(t *testing.T) {
 	}
 	// The order matters: rebuild first writes the rollups that verify,
 	// rollups and top read.
-	order := []string{"rollups rebuild", "rollups verify", "rollups", "top", "readings", "audit", "partitions", "deadletters", "sql"}
+	// The audit log commands write the files the next ones read.
+	order := []string{"rollups rebuild", "rollups verify", "rollups", "top", "readings", "audit", "partitions", "deadletters", "sql",
+		"audit checkpoint", "audit checkpoints", "audit proof", "audit consistency", "audit verify-proof", "audit verify"}
+	day2Arg := day(2).Format(time.DateOnly)
+	oldCP, proofFile, consFile, exportFile := filepath.Join(dir, "old.checkpoint"), filepath.Join(dir, "evt.proof"),
+		filepath.Join(dir, "billing-api.consistency"), filepath.Join(dir, "billing-api.json")
+	write := func(t *testing.T, file, content string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	checks := map[string]check{
 		"rollups rebuild": {
 			args: []string{"rollups", "rebuild", "--from", from, "--to", to},
@@ -233,6 +280,10 @@ func TestQueryEveryCommandJSON(t *testing.T) {
 		},
 	}
 
+	for name, c := range auditLogChecks(t, g, origin, vkey, dayArg, day2Arg, oldCP, proofFile, consFile, exportFile, write) {
+		checks[name] = c
+	}
+
 	help, _ := g.query("help")
 	names := helpCommands(t, help)
 	for _, name := range names {
@@ -271,6 +322,180 @@ func TestQueryEveryCommandJSON(t *testing.T) {
 		})
 	}
 	g.stop()
+}
+
+// auditCheck is one audit log command and the check of its JSON.
+type auditCheck = struct {
+	args  []string
+	check func(t *testing.T, out string)
+}
+
+// auditLogChecks are the checks of the audit log commands on billing-api,
+// whose log holds two events of day2 (leaves 0, 1) and three of day1
+// (leaves 2..4). They run in order: checkpoint, checkpoints (writes the
+// export and day2's checkpoint), proof (writes the proof of 01JQ001),
+// consistency (writes the proof from day2's checkpoint to the latest),
+// verify-proof (checks both offline), verify (against the export).
+func auditLogChecks(t *testing.T, g *gateway, origin, vkey, day1, day2, oldCP, proofFile, consFile, exportFile string,
+	write func(*testing.T, string, string)) map[string]auditCheck {
+	t.Helper()
+	checkpointOf := func(t *testing.T, cp string, size int) {
+		t.Helper()
+		if !strings.HasPrefix(cp, fmt.Sprintf("%s\n%d\n", origin, size)) || !strings.Contains(cp, "\n\n— audit.e2e.example ") {
+			t.Errorf("checkpoint %q, want %s at size %d signed by audit.e2e.example", cp, origin, size)
+		}
+	}
+	return map[string]auditCheck{
+		"audit checkpoint": {
+			args: []string{"audit", "checkpoint", "--stream", "billing-api"},
+			check: func(t *testing.T, out string) {
+				var a struct {
+					Origin     string   `json:"origin"`
+					Day        string   `json:"day"`
+					Size       int64    `json:"size"`
+					Checkpoint string   `json:"checkpoint"`
+					PublicKeys []string `json:"public_keys"`
+				}
+				decodeJSON(t, out, &a, "origin", "day", "size", "checkpoint", "public_keys")
+				if a.Origin != origin || a.Day != day1 || a.Size != 5 || !slices.Equal(a.PublicKeys, []string{vkey}) {
+					t.Errorf("checkpoint answer %+v, want %s of %s at size 5 with key %s", a, origin, day1, vkey)
+				}
+				checkpointOf(t, a.Checkpoint, 5)
+			},
+		},
+		"audit checkpoints": {
+			args: []string{"audit", "checkpoints", "--stream", "billing-api"},
+			check: func(t *testing.T, out string) {
+				var e struct {
+					Origin     string   `json:"origin"`
+					PublicKeys []string `json:"public_keys"`
+					Days       []struct {
+						Day         string   `json:"day"`
+						Start       int64    `json:"start"`
+						Size        int64    `json:"size"`
+						Frontier    []string `json:"frontier"`
+						Consistency []string `json:"consistency"`
+						Checkpoint  string   `json:"checkpoint"`
+						SealedAt    string   `json:"sealed_at"`
+					} `json:"days"`
+				}
+				decodeJSON(t, out, &e, "origin", "public_keys", "days")
+				if e.Origin != origin || !slices.Equal(e.PublicKeys, []string{vkey}) || len(e.Days) != 2 {
+					t.Fatalf("export %+v, want %s, key %s, two days", e, origin, vkey)
+				}
+				for i, want := range []struct {
+					day         string
+					start, size int64
+				}{{day2, 0, 2}, {day1, 2, 5}} {
+					d := e.Days[i]
+					if d.Day != want.day || d.Start != want.start || d.Size != want.size || len(d.Frontier) == 0 || d.SealedAt == "" {
+						t.Errorf("day %d: %+v, want %s leaves %d..%d", i, d, want.day, want.start, want.size)
+					}
+					checkpointOf(t, d.Checkpoint, int(want.size))
+				}
+				// The first day has no earlier seal to be consistent with.
+				if len(e.Days[0].Consistency) != 0 || len(e.Days[1].Consistency) == 0 {
+					t.Errorf("consistency proofs %v, %v: want none, then one from size 2", e.Days[0].Consistency, e.Days[1].Consistency)
+				}
+				write(t, exportFile, out)
+				write(t, oldCP, e.Days[0].Checkpoint)
+			},
+		},
+		"audit proof": {
+			args: []string{"audit", "proof", "--stream", "billing-api", "--day", day1, "--event-id", "01JQ001"},
+			check: func(t *testing.T, out string) {
+				var p struct {
+					Proof string `json:"proof"`
+				}
+				decodeJSON(t, out, &p, "proof")
+				// Header, the event's canonical form, its leaf index, hashes,
+				// then the signed checkpoint.
+				lines := strings.Split(p.Proof, "\n")
+				var leaf []byte
+				if len(lines) > 2 {
+					leaf, _ = base64.StdEncoding.DecodeString(strings.TrimPrefix(lines[1], "extra "))
+				}
+				if len(lines) < 3 || lines[0] != "c2sp.org/tlog-proof@v1" || lines[2] != "index 3" ||
+					!strings.Contains(string(leaf), `"event_id":"01JQ001"`) || !strings.Contains(p.Proof, "\n\n"+origin+"\n5\n") {
+					t.Errorf("proof %q, want leaf 3 (01JQ001) against the checkpoint of size 5", p.Proof)
+				}
+				write(t, proofFile, p.Proof)
+			},
+		},
+		"audit consistency": {
+			args: []string{"audit", "consistency", "--stream", "billing-api", "--old", oldCP},
+			check: func(t *testing.T, out string) {
+				var p struct {
+					Proof string `json:"proof"`
+				}
+				decodeJSON(t, out, &p, "proof")
+				if !strings.HasPrefix(p.Proof, "old 2\n") || !strings.Contains(p.Proof, origin+"\n5\n") {
+					t.Errorf("consistency proof %q, want from size 2 to the checkpoint of size 5", p.Proof)
+				}
+				write(t, consFile, p.Proof)
+			},
+		},
+		"audit verify-proof": {
+			args: []string{"audit", "verify-proof", "--proof", proofFile, "--key", vkey},
+			check: func(t *testing.T, out string) {
+				var r struct {
+					Kind   string `json:"kind"`
+					Origin string `json:"origin"`
+					Size   int64  `json:"size"`
+					Root   string `json:"root"`
+					Index  int64  `json:"index"`
+					Event  string `json:"event"`
+				}
+				decodeJSON(t, out, &r, "kind", "origin", "size", "root", "index", "event")
+				if r.Kind != "inclusion" || r.Origin != origin || r.Size != 5 || r.Root == "" || r.Index != 3 ||
+					!strings.Contains(r.Event, `"event_id":"01JQ001"`) {
+					t.Errorf("inclusion check %+v, want 01JQ001 at leaf 3 of %s at size 5", r, origin)
+				}
+				// The consistency proof, with the export's keys.
+				out, _ = g.queryT(t, "audit", "verify-proof", "--proof", consFile, "--old-checkpoint", oldCP, "--keys", exportFile, "--format", "json")
+				var c struct {
+					Kind    string `json:"kind"`
+					Origin  string `json:"origin"`
+					Size    int64  `json:"size"`
+					Root    string `json:"root"`
+					OldSize int64  `json:"old_size"`
+				}
+				decodeJSON(t, out, &c, "kind", "origin", "size", "root", "old_size")
+				if c.Kind != "consistency" || c.Origin != origin || c.Size != 5 || c.OldSize != 2 || c.Root != r.Root {
+					t.Errorf("consistency check %+v, want %s from size 2 to 5 (root %s)", c, origin, r.Root)
+				}
+			},
+		},
+		"audit verify": {
+			args: []string{"audit", "verify", "--stream", "billing-api", "--from", day2, "--to", day1, "--checkpoints", exportFile},
+			check: func(t *testing.T, out string) {
+				var r struct {
+					Origin string `json:"origin"`
+					Days   []struct {
+						Day    string `json:"day"`
+						Status string `json:"status"`
+						Start  int64  `json:"start"`
+						Size   int64  `json:"size"`
+						Events int64  `json:"events"`
+					} `json:"days"`
+					Problems []json.RawMessage `json:"problems"`
+					OK       bool              `json:"ok"`
+				}
+				decodeJSON(t, out, &r, "origin", "days", "problems", "ok")
+				if r.Origin != origin || !r.OK || len(r.Problems) != 0 || len(r.Days) != 2 {
+					t.Fatalf("report %+v, want %s ok over two days", r, origin)
+				}
+				for i, want := range []struct {
+					day                 string
+					start, size, events int64
+				}{{day2, 0, 2, 2}, {day1, 2, 5, 3}} {
+					if d := r.Days[i]; d.Day != want.day || d.Status != "ok" || d.Start != want.start || d.Size != want.size || d.Events != want.events {
+						t.Errorf("day %d: %+v, want %s ok, leaves %d..%d, %d events", i, d, want.day, want.start, want.size, want.events)
+					}
+				}
+			},
+		},
+	}
 }
 
 // withFormat returns args with --format f before the positional argument

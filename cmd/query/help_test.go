@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"maps"
 	"os"
@@ -10,6 +11,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/sluicehq/sluice/internal/audit/auditlog"
+	"github.com/sluicehq/sluice/internal/audit/tree"
 )
 
 // The tests here read the help a user reads and run every command with
@@ -33,6 +39,13 @@ var required = map[string][]string{
 	"top":             {"--metric", "temp"},
 	"sql":             {"--clickhouse", "127.0.0.1:1"},
 	"deadletters":     {},
+	// file:NAME is a file the test writes (auditFiles).
+	"audit checkpoint":   {"--stream", "billing-api"},
+	"audit checkpoints":  {"--stream", "billing-api"},
+	"audit proof":        {"--stream", "billing-api", "--day", "2026-11-20", "--event-id", "evt-123"},
+	"audit consistency":  {"--stream", "billing-api", "--old", "file:checkpoint"},
+	"audit verify-proof": {"--proof", "file:proof", "--keys", "file:export"},
+	"audit verify":       {"--stream", "billing-api"},
 }
 
 // positional are the arguments that follow the flags.
@@ -47,6 +60,16 @@ var samples = map[string]string{
 	"tenant": "acme", "config": "", // config: set by the test to a file
 	"step": "1h", "by": "mean", "width": "40", "height": "5", "format": "json",
 	"clickhouse": "127.0.0.1:1", "database": "sluice", "user": "default",
+	"event-id": "evt-7", "size": "3", "old": "2", "new": "file:checkpoint", "proof": "file:proof",
+	"old-checkpoint": "file:checkpoint", "keys": "file:keys", "checkpoints": "file:export",
+	"key": "", // key: set by the test to the verifier key of auditFiles
+}
+
+// commandSamples replace samples for one command: the audit log commands
+// take days, not times.
+var commandSamples = map[string]map[string]string{
+	"audit checkpoints": {"from": "2026-11-20", "to": "2026-11-21"},
+	"audit verify":      {"from": "2026-11-20", "to": "2026-11-21"},
 }
 
 // boolFlags take no value.
@@ -63,11 +86,14 @@ var companions = map[string][]string{
 }
 
 // exclusive names, for a flag, the flag it replaces in required.
-var exclusive = map[string]string{"stream": "device", "device": "stream", "largest": "device", "hottest": "device", "audit": "device", "urls": "device"}
+var exclusive = map[string]string{"stream": "device", "device": "stream", "largest": "device", "hottest": "device", "audit": "device", "urls": "device",
+	"key": "keys"}
 
 var (
-	flagName   = regexp.MustCompile(`--([a-z][a-z-]*)`)
-	flagValues = regexp.MustCompile(`--([a-z][a-z-]*) ([A-Za-z0-9.]+(?:\|[A-Za-z0-9.]+)+)`)
+	flagName = regexp.MustCompile(`--([a-z][a-z-]*)`)
+	// Values are literals (table|csv|json); SIZE|FILE are placeholders.
+	flagValues = regexp.MustCompile(`--([a-z][a-z-]*) ([a-z0-9.]+(?:\|[a-z0-9.]+)+)\b`)
+	listSep    = regexp.MustCompile(`, (?:and )?| and `)
 	listValues = regexp.MustCompile(`^[a-z0-9]+(?:, [a-z0-9]+)* or [a-z0-9]+$`)
 )
 
@@ -139,15 +165,14 @@ func sectionCommands(t *testing.T, header string, names []string) []string {
 	case h == "Flags every command takes":
 		return names
 	case strings.HasPrefix(h, "Flags every command but ") && strings.HasSuffix(h, " takes"):
-		but := strings.Fields(strings.TrimSuffix(strings.TrimPrefix(h, "Flags every command but "), " takes"))
+		// "but sql and audit verify-proof": names of one or two words.
+		but := listSep.Split(strings.TrimSuffix(strings.TrimPrefix(h, "Flags every command but "), " takes"), -1)
 		for _, b := range but {
-			if b != "and" && !slices.Contains(names, strings.TrimSuffix(b, ",")) {
+			if !slices.Contains(names, b) {
 				t.Fatalf("top-level help: %q excepts %q, not a command", header, b)
 			}
 		}
-		return slices.DeleteFunc(slices.Clone(names), func(n string) bool {
-			return slices.Contains(but, n) || slices.Contains(but, n+",")
-		})
+		return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(but, n) })
 	case strings.HasPrefix(h, "Flags of "):
 		var out []string
 		for _, w := range strings.Fields(strings.ReplaceAll(strings.TrimPrefix(h, "Flags of "), ",", " ")) {
@@ -194,9 +219,59 @@ func helpFlags(t *testing.T) map[string]namedFlags {
 	return out
 }
 
+// auditFiles writes the files the audit commands read into a temporary
+// directory: a signed checkpoint, a proof that does not hold, an export
+// and a key list (file:NAME in required and samples). It returns them, the
+// verifier key that signed the checkpoint, and the directory.
+func auditFiles(t *testing.T) (files map[string]string, vkey, dir string) {
+	t.Helper()
+	skey, vkey, err := note.GenerateKey(nil, "audit.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := auditlog.SignCheckpoint(tree.Checkpoint{Origin: "audit.example.com/acme/billing-api", Size: 3, Root: tree.EmptyRoot}, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	export, err := json.Marshal(auditlog.Export{Origin: "audit.example.com/acme/billing-api", PublicKeys: []string{vkey}, Days: []auditlog.DayRecord{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	files = make(map[string]string)
+	for name, content := range map[string]string{
+		"checkpoint": string(cp),
+		// A proof of nothing: verify-proof reads it and finds it does not hold.
+		"proof":  "c2sp.org/tlog-proof@v1\nindex 0\n",
+		"export": string(export),
+		"keys":   vkey + "\n",
+	} {
+		files[name] = filepath.Join(dir, name)
+		if err := os.WriteFile(files[name], []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return files, vkey, dir
+}
+
 // argsWith returns the command line that runs name with flag set to value.
-// flags are the flags help names for name.
-func argsWith(name string, flags namedFlags, flag, value, configFile string) []string {
+// flags are the flags help names for name; files holds the file:NAME
+// files, and "config" the gateway configuration.
+func argsWith(name string, flags namedFlags, flag, value string, files map[string]string) []string {
+	args := argsWithout(name, flags, flag, value, files["config"])
+	for i, a := range args {
+		if f, ok := strings.CutPrefix(a, "file:"); ok {
+			args[i] = files[f]
+		}
+	}
+	return args
+}
+
+func argsWithout(name string, flags namedFlags, flag, value, configFile string) []string {
 	args := strings.Fields(name)
 	req := required[name]
 	skip := map[string]bool{flag: true, exclusive[flag]: true}
@@ -224,7 +299,8 @@ func argsWith(name string, flags namedFlags, flag, value, configFile string) []s
 	if direct && !slices.Contains(args, "--config") {
 		args = append(args, "--config", configFile)
 	}
-	if name != "sql" && !direct {
+	// A command that reads no gateway (help names no --url) gets none.
+	if _, gw := flags["url"]; gw && !direct {
 		for _, f := range []string{"url", "token"} {
 			// --urls replaces --url.
 			if flag != f && (flag != "urls" || f != "url") {
@@ -245,6 +321,9 @@ func TestHelpFlagsAccepted(t *testing.T) {
 	if err := os.WriteFile(configFile, []byte("store:\n  backend: pebble\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	files, vkey, _ := auditFiles(t)
+	files["config"] = configFile
+	samples["key"] = vkey
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	all := helpFlags(t)
 	for _, name := range slices.Sorted(maps.Keys(all)) {
@@ -260,6 +339,9 @@ func TestHelpFlagsAccepted(t *testing.T) {
 			values := flags[flag]
 			if len(values) == 0 {
 				v, ok := samples[flag]
+				if cv, cok := commandSamples[name][flag]; cok {
+					v, ok = cv, true
+				}
 				if !ok && !boolFlags[flag] {
 					t.Errorf("command %q: help names --%s: add a sample value to the test", name, flag)
 					continue
@@ -267,27 +349,53 @@ func TestHelpFlagsAccepted(t *testing.T) {
 				values = []string{v}
 			}
 			for _, v := range values {
-				args := argsWith(name, flags, flag, v, configFile)
+				args := argsWith(name, flags, flag, v, files)
+				_, url := flags["url"]
+				_, ch := flags["clickhouse"]
+				online := url || ch
 				t.Run(name+" --"+flag+" "+v, func(t *testing.T) {
 					_, _, err := queryEnv(t, now, args...)
-					if ue := (*usageError)(nil); errors.As(err, &ue) {
-						t.Errorf("help names --%s for %q (value %q), but the command refuses it: %v", flag, name, v, err)
-					} else if err == nil {
-						t.Errorf("error = nil, want a connection error (nothing listens on %s)", refusedURL)
-					}
+					checkRan(t, err, online)
 				})
 			}
 		}
 	}
 }
 
+// checkRan fails t if err is a usage error, or if a command that reads a
+// gateway or ClickHouse (online) did not fail to reach it. A command that reads only
+// files gets, from the test's files, a proof that does not hold.
+func checkRan(t *testing.T, err error, online bool) {
+	t.Helper()
+	ue := (*usageError)(nil)
+	switch {
+	case errors.As(err, &ue):
+		t.Errorf("usage error: %v", err)
+	case online && err == nil:
+		t.Errorf("error = nil, want a connection error (nothing listens on %s)", refusedURL)
+	case !online && !errors.Is(err, errAuditBad):
+		t.Errorf("error = %v, want the test's proof not to hold", err)
+	}
+}
+
+// exampleFiles are the files the examples read, by the end of their name:
+// the test writes them (auditFiles) in place of the ones an auditor has.
+var exampleFiles = map[string]string{".checkpoint": "checkpoint", ".proof": "proof", ".json": "export"}
+
 // TestHelpExamplesRun runs every example help shows (without the shell
 // redirections) against a gateway that refuses connections: none may be a
-// usage error.
+// usage error. A file an example reads is one of the test's (exampleFiles);
+// an example of a command that reads no gateway gets no --url.
 func TestHelpExamplesRun(t *testing.T) {
+	files, _, _ := auditFiles(t)
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	n := 0
 	for _, c := range commands() {
+		h, _, err := query(t, append([]string{"help"}, strings.Fields(c.name)...)...)
+		if err != nil {
+			t.Fatalf("query help %s: %v", c.name, err)
+		}
+		online := strings.Contains(h, "--url") || strings.Contains(h, "--clickhouse")
 		for _, ex := range c.examples {
 			n++
 			args := shellSplit(t, ex)
@@ -296,9 +404,18 @@ func TestHelpExamplesRun(t *testing.T) {
 				continue
 			}
 			args = args[1:]
-			if c.name == "sql" {
+			for i, a := range args {
+				for suffix, f := range exampleFiles {
+					if i > 0 && strings.HasPrefix(args[i-1], "--") && strings.HasSuffix(a, suffix) {
+						args[i] = files[f]
+					}
+				}
+			}
+			switch {
+			case !online:
+			case c.name == "sql":
 				args = append([]string{"sql", "--clickhouse", "127.0.0.1:1"}, args[1:]...)
-			} else {
+			default:
 				// Connection flags go before the flags of a two-word
 				// command's name, which are at the front.
 				k := len(strings.Fields(c.name))
@@ -312,11 +429,7 @@ func TestHelpExamplesRun(t *testing.T) {
 			}
 			t.Run(ex, func(t *testing.T) {
 				_, _, err := queryEnv(t, now, args...)
-				if ue := (*usageError)(nil); errors.As(err, &ue) {
-					t.Errorf("example is a usage error: %v", err)
-				} else if err == nil {
-					t.Errorf("error = nil, want a connection error (nothing listens on %s)", refusedURL)
-				}
+				checkRan(t, err, online)
 			})
 		}
 	}

@@ -187,7 +187,7 @@ Commands:
 Flags every command takes:
   --format FORMAT  table, csv or json (default table)
 
-Flags every command but sql takes (sql reads ClickHouse, not the gateway):
+Flags every command but sql and audit verify-proof takes (sql reads ClickHouse, verify-proof files):
   --url URL        gateway address (env SLUICE_URL; default `+defaultURL+`)
   --token TOKEN    bearer token; it selects the tenant (env SLUICE_TOKEN)
   --timeout DUR    timeout of each HTTP request (default 30s)
