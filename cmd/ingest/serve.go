@@ -92,7 +92,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		return err
 	}
 	readOpts := []readapi.Option{readapi.WithConfig(cfg.Read), readapi.WithCursorKeys(keys)}
-	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), append(readOpts, readapi.WithSettle(sk.Settle), readapi.WithHottest(sk.Hottest), readapi.WithRecount(cfg.Buckets.MaxRows))...)
+	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), append(readOpts, readapi.WithSettle(sk.Settle), readapi.WithReconciles(sk.Reconciles), readapi.WithHottest(sk.Hottest), readapi.WithRecount(cfg.Buckets.MaxRows))...)
 	certs := newCertSources(logger.With("component", "tls"), reg)
 	httpTLS, err := certs.serverConfig(cfg.HTTP.TLS)
 	if err != nil {
