@@ -42,8 +42,8 @@ type Handler struct {
 	// reconciles reports whether the gateway settles a claim of sub-bucket
 	// sub (nil: every claim, as on the embedded store).
 	reconciles func(sub uint32) bool
-	cfg    Config
-	keys   *cursor.Keys
+	cfg        Config
+	keys       *cursor.Keys
 	// hottest ranks partitions by recent write rate; nil in direct mode.
 	hottest HottestFunc
 	// recount bounds the rows counted to list a claim exactly (0: claims
