@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -129,8 +130,19 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
 		return fmt.Errorf("listen on %s (http.addr): %w", cfg.HTTP.Addr, err)
 	}
+	// Requests run under handlerCtx, cancelled when http.shutdown_timeout
+	// ends with requests still running (see shutdown), and are counted in
+	// handlers, so that those requests return before the stores close.
+	handlerCtx, cancelHandlers := context.WithCancel(context.Background())
+	defer cancelHandlers()
+	var handlers sync.WaitGroup
 	srv := &http.Server{
-		Handler:           h,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			handlers.Add(1)
+			defer handlers.Done()
+			h.ServeHTTP(w, r)
+		}),
+		BaseContext:       func(net.Listener) context.Context { return handlerCtx },
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes,
@@ -164,16 +176,52 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	case err := <-serveErr:
 		runErr = fmt.Errorf("http server: %w", err)
 	}
-	logger.Info("shutting down: closing the listener, finishing requests in progress", "shutdown_timeout", cfg.HTTP.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+	shutdown(srv, cancelHandlers, &handlers, stopMQTT, sk, cfg.HTTP.ShutdownTimeout, logger)
+	return runErr
+}
+
+// handlerGrace is how long the requests cancelled at the end of
+// http.shutdown_timeout get to return, and sinkDrainFloor the least time
+// the write pipeline gets to commit what it admitted, however little of
+// http.shutdown_timeout the steps before it left: a shutdown takes at
+// most http.shutdown_timeout plus these two. Every handler and the sink
+// stop on their context, so they need little.
+const (
+	handlerGrace   = time.Second
+	sinkDrainFloor = time.Second
+)
+
+// shutdown stops the HTTP server, MQTT and the write pipeline, in this
+// order, within one deadline, http.shutdown_timeout from now: each step
+// gets what the steps before it left (the pipeline at least
+// sinkDrainFloor). Requests still running when the HTTP step's time is
+// up are cancelled (their context ends, their connections close), and
+// shutdown waits up to handlerGrace for them to return, so that a long
+// request (a rollup rebuild, a long read) does not run on while the
+// stores close under it.
+func shutdown(srv *http.Server, cancelHandlers context.CancelFunc, handlers *sync.WaitGroup, stopMQTT func(time.Duration), sk *sink.Sink, timeout time.Duration, logger *slog.Logger) {
+	deadline := time.Now().Add(timeout)
+	logger.Info("shutting down: closing the listener, finishing requests in progress", "shutdown_timeout", timeout)
+	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		logger.Error("http shutdown", "err", err)
+		logger.Warn("http.shutdown_timeout reached with requests in progress: cancelling them", "err", err)
+		cancelHandlers()
+		_ = srv.Close()
+		returned := make(chan struct{})
+		go func() { handlers.Wait(); close(returned) }()
+		t := time.NewTimer(handlerGrace)
+		select {
+		case <-returned:
+			logger.Info("cancelled requests returned")
+		case <-t.C:
+			logger.Error("cancelled requests still running; closing the stores under them", "waited", handlerGrace)
+		}
+		t.Stop()
 	}
 	logger.Info("http server stopped")
-	stopMQTT(cfg.HTTP.ShutdownTimeout)
-	shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
-	return runErr
+	stopMQTT(max(time.Until(deadline), 0))
+	shutdownSink(sk, max(time.Until(deadline), sinkDrainFloor), logger)
 }
 
 // drain is the first step of a shutdown: /readyz answers 503 from now on,
