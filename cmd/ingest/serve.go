@@ -130,19 +130,11 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
 		return fmt.Errorf("listen on %s (http.addr): %w", cfg.HTTP.Addr, err)
 	}
-	// Requests run under handlerCtx, cancelled when http.shutdown_timeout
-	// ends with requests still running (see shutdown), and are counted in
-	// handlers, so that those requests return before the stores close.
-	handlerCtx, cancelHandlers := context.WithCancel(context.Background())
-	defer cancelHandlers()
-	var handlers sync.WaitGroup
+	rq := newRequests()
+	defer rq.cancel()
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			handlers.Add(1)
-			defer handlers.Done()
-			h.ServeHTTP(w, r)
-		}),
-		BaseContext:       func(net.Listener) context.Context { return handlerCtx },
+		Handler:           rq.wrap(h),
+		BaseContext:       rq.base,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes,
@@ -176,7 +168,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	case err := <-serveErr:
 		runErr = fmt.Errorf("http server: %w", err)
 	}
-	shutdown(srv, cancelHandlers, &handlers, stopMQTT, sk, cfg.HTTP.ShutdownTimeout, logger)
+	shutdown(srv, rq, stopMQTT, sk, cfg.HTTP.ShutdownTimeout, logger)
 	return runErr
 }
 
@@ -199,17 +191,17 @@ const (
 // shutdown waits up to handlerGrace for them to return, so that a long
 // request (a rollup rebuild, a long read) does not run on while the
 // stores close under it.
-func shutdown(srv *http.Server, cancelHandlers context.CancelFunc, handlers *sync.WaitGroup, stopMQTT func(time.Duration), sk *sink.Sink, timeout time.Duration, logger *slog.Logger) {
+func shutdown(srv *http.Server, rq *requests, stopMQTT func(time.Duration), sk *sink.Sink, timeout time.Duration, logger *slog.Logger) {
 	deadline := time.Now().Add(timeout)
 	logger.Info("shutting down: closing the listener, finishing requests in progress", "shutdown_timeout", timeout)
 	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Warn("http.shutdown_timeout reached with requests in progress: cancelling them", "err", err)
-		cancelHandlers()
+		rq.cancel()
 		_ = srv.Close()
 		returned := make(chan struct{})
-		go func() { handlers.Wait(); close(returned) }()
+		go func() { rq.running.Wait(); close(returned) }()
 		t := time.NewTimer(handlerGrace)
 		select {
 		case <-returned:
@@ -222,6 +214,34 @@ func shutdown(srv *http.Server, cancelHandlers context.CancelFunc, handlers *syn
 	logger.Info("http server stopped")
 	stopMQTT(max(time.Until(deadline), 0))
 	shutdownSink(sk, max(time.Until(deadline), sinkDrainFloor), logger)
+}
+
+// requests runs the HTTP requests under a context that shutdown cancels
+// when http.shutdown_timeout ends with requests still running, and counts
+// them, so that shutdown can wait for them to return before the stores
+// close.
+type requests struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running sync.WaitGroup
+}
+
+func newRequests() *requests {
+	rq := &requests{}
+	rq.ctx, rq.cancel = context.WithCancel(context.Background())
+	return rq
+}
+
+// base is the http.Server's BaseContext.
+func (rq *requests) base(net.Listener) context.Context { return rq.ctx }
+
+// wrap counts the requests h serves.
+func (rq *requests) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rq.running.Add(1)
+		defer rq.running.Done()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // drain is the first step of a shutdown: /readyz answers 503 from now on,
