@@ -604,7 +604,13 @@ func (s *Sink) settle(ctx context.Context, all bool, sds []model.SeriesDay, done
 			// Only series-days with entries to reconcile are kept: a listing
 			// is not a write round, and must not grow the planner.
 			if _, err := s.load(ctx, missing, true); err != nil {
-				s.logger.Error("load partition catalogue", "err", err)
+				if ctx.Err() != nil {
+					// The reader gave up (read.timeout, or gone): its
+					// series-days settle on a later listing or write.
+					s.logger.Warn("settle for a listing stopped: its reader gave up", "err", err)
+				} else {
+					s.logger.Error("load partition catalogue", "err", err)
+				}
 				if done != nil {
 					done <- err
 				}
@@ -972,7 +978,11 @@ func (s *Sink) load(ctx context.Context, missing []model.SeriesDay, onlyAhead bo
 	}
 	s.mu.Unlock()
 	for _, bt := range wait {
-		<-bt.done
+		select {
+		case <-bt.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	loaded, err := s.catalogues(ctx, missing)
 	if err != nil {
