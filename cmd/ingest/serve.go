@@ -8,7 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -200,16 +200,11 @@ func shutdown(srv *http.Server, rq *requests, stopMQTT func(time.Duration), sk *
 		logger.Warn("http.shutdown_timeout reached with requests in progress: cancelling them", "err", err)
 		rq.cancel()
 		_ = srv.Close()
-		returned := make(chan struct{})
-		go func() { rq.running.Wait(); close(returned) }()
-		t := time.NewTimer(handlerGrace)
-		select {
-		case <-returned:
+		if n := rq.waitIdle(handlerGrace); n == 0 {
 			logger.Info("cancelled requests returned")
-		case <-t.C:
-			logger.Error("cancelled requests still running; closing the stores under them", "waited", handlerGrace)
+		} else {
+			logger.Error("cancelled requests still running; closing the stores under them", "requests", n, "waited", handlerGrace)
 		}
-		t.Stop()
 	}
 	logger.Info("http server stopped")
 	stopMQTT(max(time.Until(deadline), 0))
@@ -223,7 +218,7 @@ func shutdown(srv *http.Server, rq *requests, stopMQTT func(time.Duration), sk *
 type requests struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
-	running sync.WaitGroup
+	running atomic.Int64 // requests in their handler
 }
 
 func newRequests() *requests {
@@ -239,9 +234,23 @@ func (rq *requests) base(net.Listener) context.Context { return rq.ctx }
 func (rq *requests) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rq.running.Add(1)
-		defer rq.running.Done()
+		defer rq.running.Add(-1)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// waitIdle waits up to d for the requests in their handler to return, and
+// reports how many are still running. It polls: it runs once, at the end
+// of a shutdown, when no new request can start.
+func (rq *requests) waitIdle(d time.Duration) int64 {
+	deadline := time.Now().Add(d)
+	for {
+		n := rq.running.Load()
+		if n == 0 || !time.Now().Before(deadline) {
+			return n
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // drain is the first step of a shutdown: /readyz answers 503 from now on,
