@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -92,7 +93,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		return err
 	}
 	readOpts := []readapi.Option{readapi.WithConfig(cfg.Read), readapi.WithCursorKeys(keys)}
-	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), append(readOpts, readapi.WithSettle(sk.Settle), readapi.WithHottest(sk.Hottest), readapi.WithRecount(cfg.Buckets.MaxRows))...)
+	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), append(readOpts, readapi.WithSettle(sk.Settle), readapi.WithReconciles(sk.Reconciles), readapi.WithHottest(sk.Hottest), readapi.WithRecount(cfg.Buckets.MaxRows))...)
 	certs := newCertSources(logger.With("component", "tls"), reg)
 	httpTLS, err := certs.serverConfig(cfg.HTTP.TLS)
 	if err != nil {
@@ -129,8 +130,11 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
 		return fmt.Errorf("listen on %s (http.addr): %w", cfg.HTTP.Addr, err)
 	}
+	rq := newRequests()
+	defer rq.cancel()
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           rq.wrap(h),
+		BaseContext:       rq.base,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    cfg.HTTP.MaxHeaderBytes,
@@ -164,16 +168,89 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	case err := <-serveErr:
 		runErr = fmt.Errorf("http server: %w", err)
 	}
-	logger.Info("shutting down: closing the listener, finishing requests in progress", "shutdown_timeout", cfg.HTTP.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+	shutdown(srv, rq, stopMQTT, sk, cfg.HTTP.ShutdownTimeout, logger)
+	return runErr
+}
+
+// handlerGrace is how long the requests cancelled at the end of
+// http.shutdown_timeout get to return, and sinkDrainFloor the least time
+// the write pipeline gets to commit what it admitted, however little of
+// http.shutdown_timeout the steps before it left: a shutdown takes at
+// most http.shutdown_timeout plus these two. Every handler and the sink
+// stop on their context, so they need little.
+const (
+	handlerGrace   = time.Second
+	sinkDrainFloor = time.Second
+)
+
+// shutdown stops the HTTP server, MQTT and the write pipeline, in this
+// order, within one deadline, http.shutdown_timeout from now: each step
+// gets what the steps before it left (the pipeline at least
+// sinkDrainFloor). Requests still running when the HTTP step's time is
+// up are cancelled (their context ends, their connections close), and
+// shutdown waits up to handlerGrace for them to return, so that a long
+// request (a rollup rebuild, a long read) does not run on while the
+// stores close under it.
+func shutdown(srv *http.Server, rq *requests, stopMQTT func(time.Duration), sk *sink.Sink, timeout time.Duration, logger *slog.Logger) {
+	deadline := time.Now().Add(timeout)
+	logger.Info("shutting down: closing the listener, finishing requests in progress", "shutdown_timeout", timeout)
+	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		logger.Error("http shutdown", "err", err)
+		logger.Warn("http.shutdown_timeout reached with requests in progress: cancelling them", "err", err)
+		rq.cancel()
+		_ = srv.Close()
+		if n := rq.waitIdle(handlerGrace); n == 0 {
+			logger.Info("cancelled requests returned")
+		} else {
+			logger.Error("cancelled requests still running; closing the stores under them", "requests", n, "waited", handlerGrace)
+		}
 	}
 	logger.Info("http server stopped")
-	stopMQTT(cfg.HTTP.ShutdownTimeout)
-	shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
-	return runErr
+	stopMQTT(max(time.Until(deadline), 0))
+	shutdownSink(sk, max(time.Until(deadline), sinkDrainFloor), logger)
+}
+
+// requests runs the HTTP requests under a context that shutdown cancels
+// when http.shutdown_timeout ends with requests still running, and counts
+// them, so that shutdown can wait for them to return before the stores
+// close.
+type requests struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running atomic.Int64 // requests in their handler
+}
+
+func newRequests() *requests {
+	rq := &requests{}
+	rq.ctx, rq.cancel = context.WithCancel(context.Background())
+	return rq
+}
+
+// base is the http.Server's BaseContext.
+func (rq *requests) base(net.Listener) context.Context { return rq.ctx }
+
+// wrap counts the requests h serves.
+func (rq *requests) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rq.running.Add(1)
+		defer rq.running.Add(-1)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// waitIdle waits up to d for the requests in their handler to return, and
+// reports how many are still running. It polls: it runs once, at the end
+// of a shutdown, when no new request can start.
+func (rq *requests) waitIdle(d time.Duration) int64 {
+	deadline := time.Now().Add(d)
+	for {
+		n := rq.running.Load()
+		if n == 0 || !time.Now().Before(deadline) {
+			return n
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // drain is the first step of a shutdown: /readyz answers 503 from now on,

@@ -39,8 +39,11 @@ type Handler struct {
 	now    func() time.Time
 	logger *slog.Logger
 	settle func(context.Context, ...model.SeriesDay) error
-	cfg    Config
-	keys   *cursor.Keys
+	// reconciles reports whether the gateway settles a claim of sub-bucket
+	// sub (nil: every claim, as on the embedded store).
+	reconciles func(sub uint32) bool
+	cfg        Config
+	keys       *cursor.Keys
 	// hottest ranks partitions by recent write rate; nil in direct mode.
 	hottest HottestFunc
 	// recount bounds the rows counted to list a claim exactly (0: claims
@@ -67,6 +70,15 @@ type Option func(*Handler)
 // buckets), so the listing shows exact counts.
 func WithSettle(settle func(context.Context, ...model.SeriesDay) error) Option {
 	return func(h *Handler) { h.settle = settle }
+}
+
+// WithReconciles has the ranking of partitions ask settle only for the
+// claims the gateway settles itself (reconciles reports it by sub-bucket:
+// its own writer slot, see buckets.Planner.Reconciles); other gateways'
+// claims are listed as they are stored, marked ahead. Without it every
+// claim ranked is asked for.
+func WithReconciles(reconciles func(sub uint32) bool) Option {
+	return func(h *Handler) { h.reconciles = reconciles }
 }
 
 // WithConfig sets the bounds of every request (default: DefaultConfig).

@@ -141,13 +141,22 @@ func (h *Handler) topBySize(ctx context.Context, out *wire.TopPartitionsPage, te
 	return nil
 }
 
+// settleRankedMax bounds the series-days one ranking asks the gateway to
+// settle: each one the sink does not hold costs its flusher, which plans
+// no writes meanwhile, a catalogue read and maybe recounts, so a tenant
+// polling the ranking must not buy more than a few per call. The claims
+// past it are listed as they are stored, marked ahead.
+const settleRankedMax = 8
+
 // settleRanked has the gateway settle the series-days of the ranked entries
-// that are claims (at most the ranking's length), and replaces those
-// entries with what the catalogue holds then: this gateway's own become
-// exact (and killed predecessors' are reconciled); other gateways' stay
-// claims, marked. Only the listed series-days are settled, so a ranking
-// does not force every busy partition of the gateway to write its entry
-// again. The order stays the one the claims gave.
+// that are claims it settles itself (its own writer slot, see
+// WithReconciles; at most settleRankedMax series-days, the highest ranked
+// first), and replaces those entries with what the catalogue holds then:
+// they become exact (and killed predecessors' of the slot are
+// reconciled); other gateways' stay claims, marked. Only the listed
+// series-days are settled, so a ranking does not force every busy
+// partition of the gateway to write its entry again. The order stays the
+// one the claims gave.
 func (h *Handler) settleRanked(ctx context.Context, ps []model.PartitionInfo) {
 	if h.settle == nil {
 		return
@@ -155,7 +164,13 @@ func (h *Handler) settleRanked(ctx context.Context, ps []model.PartitionInfo) {
 	var sds []model.SeriesDay
 	seen := make(map[model.SeriesDay]bool)
 	for _, p := range ps {
-		if sd := p.Key.SeriesDay(); p.Ahead && !seen[sd] {
+		if len(sds) == settleRankedMax {
+			break
+		}
+		if !p.Ahead || h.reconciles != nil && !h.reconciles(p.Key.Sub) {
+			continue
+		}
+		if sd := p.Key.SeriesDay(); !seen[sd] {
 			seen[sd] = true
 			sds = append(sds, sd)
 		}

@@ -232,3 +232,56 @@ func TestPartitionsRecountsClaims(t *testing.T) {
 		})
 	}
 }
+
+// The ranking asks the gateway to settle only the claims of its own writer
+// slot, and at most a few series-days per call: each costs the sink's
+// flusher a catalogue read, and other gateways' claims are theirs to
+// settle. The others are listed as stored, marked ahead.
+func TestTopPartitionsSettlesOwnClaimsOnly(t *testing.T) {
+	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	d, _ := model.ParseDay("2026-11-22")
+	const own, others = 30, 30 // ranked claims of writer 1 (this gateway) and of writer 2
+	var b store.Batch
+	for i := range own + others {
+		writer := uint32(1)
+		if i%2 == 1 {
+			writer = 2
+		}
+		sd := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: fmt.Sprintf("dev-%02d", i), Day: d}
+		b.Catalogue = append(b.Catalogue, model.PartitionInfo{Key: sd.Partition(writer << 16), Rows: int64(1000 - i), Bytes: 4000, MinTS: d.Start(), MaxTS: d.Start(), State: "single", Ahead: true})
+	}
+	if err := st.Commit(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	var asked []model.SeriesDay
+	settle := func(_ context.Context, sds ...model.SeriesDay) error {
+		asked = append(asked, sds...)
+		return nil
+	}
+	reconciles := func(sub uint32) bool { return sub>>16 == 1 }
+	h := readapi.New(st, time.Now, slog.New(slog.DiscardHandler), readapi.WithSettle(settle), readapi.WithReconciles(reconciles))
+	srv := httptest.NewServer(server.Handler([]server.Token{{Token: "read-token", Tenant: "acme"}}, server.Routes{
+		Extra: map[string]http.HandlerFunc{"GET /v1/partitions/top": h.TopPartitions},
+	}))
+	defer srv.Close()
+	status, body := getTop(t, srv, "day=2026-11-22&limit=100")
+	if status != 200 {
+		t.Fatalf("got %d %s", status, body)
+	}
+	if len(asked) == 0 || len(asked) > 10 {
+		t.Errorf("asked to settle %d series-days for one ranking, want 1 to 10", len(asked))
+	}
+	for _, sd := range asked {
+		var i int
+		if _, err := fmt.Sscanf(sd.Series, "dev-%d", &i); err != nil || i%2 != 0 {
+			t.Errorf("asked to settle %v, a series-day of another gateway's writer slot", sd)
+		}
+	}
+	if n := strings.Count(body, `"ahead":true`); n != own+others {
+		t.Errorf("%d entries listed ahead, want all %d (the settle wrote nothing)", n, own+others)
+	}
+}

@@ -136,3 +136,46 @@ func TestSettleUnknownDoesNotLoad(t *testing.T) {
 		t.Errorf("after listing 200 unknown series-days the planner holds %d, want 0", n)
 	}
 }
+
+// slowCatalogueStore holds catalogue reads of series "slow" until their
+// context ends or release is closed.
+type slowCatalogueStore struct {
+	Store
+	release chan struct{}
+	ended   atomic.Int64 // slow reads that returned on their context
+}
+
+func (s *slowCatalogueStore) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.PartitionInfo, error) {
+	if sd.Series == "slow" {
+		select {
+		case <-ctx.Done():
+			s.ended.Add(1)
+			return nil, ctx.Err()
+		case <-s.release:
+		}
+	}
+	return s.Store.Catalogue(ctx, sd)
+}
+
+// A settle asked for by a reader stops its catalogue reads when the
+// reader's context ends: the flusher is free to plan writes again, rather
+// than waiting on a slow store for a listing nobody waits for.
+func TestSettleHonoursCallerContext(t *testing.T) {
+	st := &slowCatalogueStore{Store: tempStore(t), release: make(chan struct{})}
+	s := start(t, testConfig(), reserveBuckets(), st)
+	t.Cleanup(func() { close(st.release) }) // runs before the sink's Close
+	slow := model.SeriesDay{Kind: model.KindReadings, Tenant: tenant, Series: "slow", Day: model.DayOf(base)}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := s.Settle(ctx, slow); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("settle of a series-day whose catalogue read hangs: %v, want %v", err, context.DeadlineExceeded)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer wcancel()
+	if err := s.Write(wctx, &Request{Tenant: tenant, Readings: []model.Reading{reading("dev", base, "a")}}); err != nil {
+		t.Fatalf("write after a reader's settle timed out: %v (the flusher is still busy with it)", err)
+	}
+	if n := st.ended.Load(); n != 1 {
+		t.Errorf("slow catalogue reads ended by the reader's context: %d, want 1", n)
+	}
+}

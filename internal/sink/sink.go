@@ -481,6 +481,7 @@ func (s *Sink) Close(ctx context.Context) error {
 // settleRequest asks the flusher to settle the entries of sds (all when
 // sds is empty) and to send the result to done.
 type settleRequest struct {
+	ctx  context.Context
 	sds  []model.SeriesDay
 	done chan error
 }
@@ -489,11 +490,13 @@ type settleRequest struct {
 // partition written so far when sds is empty) exact, durably (see
 // buckets.Planner.Settle), and returns once they are. The partitions
 // listing calls it for the series-day it lists, so that it shows exact
-// counts.
+// counts. The catalogue reads and recounts it has the flusher do for
+// series-days the planner does not hold stop when ctx ends, so that a
+// reader's deadline also bounds the time the flusher plans no writes.
 func (s *Sink) Settle(ctx context.Context, sds ...model.SeriesDay) error {
 	done := make(chan error, 1)
 	select {
-	case s.settleReq <- settleRequest{sds, done}:
+	case s.settleReq <- settleRequest{ctx, sds, done}:
 	case <-s.done:
 		return ErrClosed
 	case <-ctx.Done():
@@ -525,15 +528,15 @@ func (s *Sink) flusher() {
 		select {
 		case p, ok := <-s.in:
 			if !ok {
-				s.settle(true, nil, nil)
+				s.settle(context.Background(), true, nil, nil)
 				return
 			}
 			first = p
 		case <-tick.C:
-			s.settle(false, nil, nil)
+			s.settle(context.Background(), false, nil, nil)
 			continue
 		case r := <-s.settleReq:
-			s.settle(true, r.sds, r.done)
+			s.settle(r.ctx, true, r.sds, r.done)
 			continue
 		}
 		group := []*pending{first}
@@ -575,7 +578,7 @@ func (s *Sink) flusher() {
 		}
 		s.plan(group)
 		if !open {
-			s.settle(true, nil, nil)
+			s.settle(context.Background(), true, nil, nil)
 			return
 		}
 	}
@@ -583,8 +586,9 @@ func (s *Sink) flusher() {
 
 // settle commits exact catalogue entries for the partitions whose entry is
 // ahead of them: those of sds if any are given, else all, or the idle ones.
-// done, if set, gets the result.
-func (s *Sink) settle(all bool, sds []model.SeriesDay, done chan error) {
+// done, if set, gets the result. ctx bounds the catalogue reads and
+// recounts of series-days the planner does not hold (see Settle).
+func (s *Sink) settle(ctx context.Context, all bool, sds []model.SeriesDay, done chan error) {
 	s.takeFailed()
 	var entries []buckets.Entry
 	if len(sds) > 0 {
@@ -599,8 +603,14 @@ func (s *Sink) settle(all bool, sds []model.SeriesDay, done chan error) {
 		if len(missing) > 0 {
 			// Only series-days with entries to reconcile are kept: a listing
 			// is not a write round, and must not grow the planner.
-			if _, err := s.load(context.Background(), missing, true); err != nil {
-				s.logger.Error("load partition catalogue", "err", err)
+			if _, err := s.load(ctx, missing, true); err != nil {
+				if ctx.Err() != nil {
+					// The reader gave up (read.timeout, or gone): its
+					// series-days settle on a later listing or write.
+					s.logger.Warn("settle for a listing stopped: its reader gave up", "err", err)
+				} else {
+					s.logger.Error("load partition catalogue", "err", err)
+				}
 				if done != nil {
 					done <- err
 				}
@@ -968,7 +978,11 @@ func (s *Sink) load(ctx context.Context, missing []model.SeriesDay, onlyAhead bo
 	}
 	s.mu.Unlock()
 	for _, bt := range wait {
-		<-bt.done
+		select {
+		case <-bt.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	loaded, err := s.catalogues(ctx, missing)
 	if err != nil {
@@ -1231,4 +1245,12 @@ func (s *Sink) finish(p *pending, err error) {
 	s.m.queued.Sub(float64(p.rows))
 	s.budget.Release(p.weight)
 	p.done <- err
+}
+
+// Reconciles reports whether this gateway settles a stored entry of
+// sub-bucket sub that is marked Ahead (see buckets.Planner.Reconciles):
+// the entries of other gateways' writer slots are theirs to settle. Safe
+// for concurrent use.
+func (s *Sink) Reconciles(sub uint32) bool {
+	return s.planner.Reconciles(sub)
 }
