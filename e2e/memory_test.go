@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // vmHWM returns the peak resident set size of process pid, in bytes.
@@ -20,7 +22,7 @@ func vmHWM(t *testing.T, pid int) int64 {
 	t.Helper()
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		t.Skipf("no /proc status for the gateway: %v", err)
+		testenv.Missing(t, fmt.Sprintf("no /proc status to read the gateway's peak RSS from: %v", err))
 	}
 	for line := range strings.SplitSeq(string(raw), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
