@@ -112,20 +112,6 @@ func EphemeralKeys() *cursor.Keys {
 	return k
 }
 
-// ParseTime accepts RFC 3339 or integer epoch milliseconds within the valid
-// time range (model.TimeRule).
-func ParseTime(s string) (int64, error) {
-	t, err := readparam.Time("time", s)
-	if err != nil {
-		var pe *readparam.Error
-		if errors.As(err, &pe) {
-			return 0, errors.New(pe.Reason)
-		}
-		return 0, err
-	}
-	return t, nil
-}
-
 // Deadline returns the request's context bounded by read.timeout.
 func (h *Handler) deadline(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), h.cfg.Timeout)
