@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/client"
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/render"
 	"github.com/sluicehq/sluice/internal/wire"
 )
@@ -27,9 +28,6 @@ const (
 	maxGateways = 64
 	// gatewayConcurrency is the most gateways asked at once.
 	gatewayConcurrency = 8
-	// defaultTopLimit is the gateway's ranking length when none is asked
-	// for (readapi.DefaultTopLimit).
-	defaultTopLimit = 10
 )
 
 // splitURLs parses a comma-separated list of gateway URLs (--urls,
@@ -219,7 +217,7 @@ func rankHottest(ctx context.Context, e *env, fs *flagSet, conn *connFlags, urls
 	}
 	limit := q.Limit
 	if limit == 0 {
-		limit = defaultTopLimit
+		limit = readapi.DefaultTopLimit
 	}
 	answers := askGateways(ctx, clients, urls, q)
 	var failed []failedGateway

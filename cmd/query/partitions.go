@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/client"
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/render"
 )
 
@@ -140,8 +141,8 @@ func rankPartitions(ctx context.Context, e *env, fs *flagSet, conn *connFlags, r
 	if rf.audit {
 		q.Kind = model.KindAudit
 	}
-	if rf.limit < 0 || rf.limit > 100 {
-		return fs.usagef("--limit %d: want 1..100", rf.limit)
+	if rf.limit < 0 || rf.limit > readapi.MaxTopLimit {
+		return fs.usagef("--limit %d: want 1..%d", rf.limit, readapi.MaxTopLimit)
 	}
 	if rf.day != "" {
 		d, err := model.ParseDay(rf.day)
