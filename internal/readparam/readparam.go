@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/model"
@@ -27,10 +28,8 @@ type Error struct {
 
 func (e *Error) Error() string {
 	word := "parameter"
-	for i := range len(e.Param) {
-		if e.Param[i] == ',' {
-			word = "parameters"
-		}
+	if strings.Contains(e.Param, ",") {
+		word = "parameters"
 	}
 	return word + " " + e.Param + ": " + e.Reason
 }
@@ -94,22 +93,14 @@ func ParseSpan(v url.Values, defTo int64) (Span, error) {
 	return s, nil
 }
 
-// Days returns how many UTC days the span touches.
-func (s Span) Days() int64 {
-	n, err := model.SpanDays(s.From, s.To)
-	if err != nil {
-		return 0 // not a span ParseSpan returns
-	}
-	return n
-}
-
 // CheckDays refuses a span that touches more than maxDays UTC days; key
 // names the setting that sets maxDays, for the message.
 func (s Span) CheckDays(maxDays int, key string) error {
-	if _, err := model.SpanDays(s.From, s.To); err != nil {
+	n, err := model.SpanDays(s.From, s.To)
+	if err != nil {
 		return &Error{"from, to", err.Error()}
 	}
-	if n := s.Days(); n > int64(maxDays) {
+	if n > int64(maxDays) {
 		return &Error{"from, to", fmt.Sprintf("the range spans %d days, more than %s (%d)", n, key, maxDays)}
 	}
 	return nil
