@@ -23,9 +23,10 @@ type listener struct {
 	timeout time.Duration
 	log     *slog.Logger
 	once    sync.Once
-	mu      sync.Mutex     // orders conns.Add before conns.Wait
-	closed  bool           // under mu
-	conns   sync.WaitGroup // connection goroutines
+	mu      sync.Mutex            // orders conns.Add before conns.Wait
+	closed  bool                  // under mu
+	open    map[net.Conn]struct{} // connections being served, under mu
+	conns   sync.WaitGroup        // connection goroutines
 }
 
 var _ listeners.Listener = (*listener)(nil)
@@ -60,9 +61,18 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 			return
 		}
 		l.conns.Add(1)
+		if l.open == nil {
+			l.open = make(map[net.Conn]struct{})
+		}
+		l.open[c] = struct{}{}
 		l.mu.Unlock()
 		go func() {
 			defer l.conns.Done()
+			defer func() {
+				l.mu.Lock()
+				delete(l.open, c)
+				l.mu.Unlock()
+			}()
 			if err := establish(l.id, c); err != nil {
 				l.log.Debug("mqtt connection ended", "listener", l.id, "remote", c.RemoteAddr().String(), "err", err)
 			}
@@ -70,10 +80,11 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 	}
 }
 
-// Close stops accepting, has mochi disconnect the listener's clients, and
-// waits for every connection to end: those that have not sent CONNECT yet
-// end by their deadline. (mochi waits for them too, but its wait is not
-// ordered after the goroutines that registered with it; this one is.)
+// Close stops accepting, has mochi disconnect the listener's clients, ends
+// the reads and writes of connections that have not sent CONNECT yet (mochi
+// does not know them) by moving their deadline to now, and waits for every
+// connection to end. (mochi waits for them too, but its wait is not ordered
+// after the goroutines that registered with it; this one is.)
 func (l *listener) Close(closeClients listeners.CloseFn) {
 	l.once.Do(func() {
 		_ = l.ln.Close()
@@ -81,6 +92,11 @@ func (l *listener) Close(closeClients listeners.CloseFn) {
 		l.closed = true
 		l.mu.Unlock()
 		closeClients(l.id)
+		l.mu.Lock()
+		for c := range l.open {
+			_ = c.SetDeadline(time.Now())
+		}
+		l.mu.Unlock()
 		l.conns.Wait()
 	})
 }
