@@ -20,18 +20,16 @@ var probeKey = []byte("~probe")
 // small file is written, synced and removed in its directory (a full or
 // read-only file system fails here), then one key of its own is written
 // through the write-ahead log with a sync (a store that is stalled, e.g.
-// behind on compactions, fails the caller's deadline). ctx bounds how long
-// the caller waits; the write itself cannot be interrupted. Do not call it
-// after Close.
+// behind on compactions, makes it slow). The write cannot be interrupted, so
+// Probe returns only once it is done, whatever ctx says: the caller bounds
+// its own wait, and must not start another Probe before this one returns
+// (readiness.Probe does both), or a hung disk would pile up probes. Do not
+// call it after Close.
 func (s *Store) Probe(ctx context.Context) error {
-	done := make(chan error, 1)
-	go func() { done <- s.probe() }()
-	select {
-	case err := <-done:
+	if err := ctx.Err(); err != nil {
 		return err
-	case <-ctx.Done():
-		return ctx.Err()
 	}
+	return s.probe()
 }
 
 func (s *Store) probe() error {
