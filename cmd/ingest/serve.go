@@ -326,20 +326,20 @@ func shutdownSink(sk *sink.Sink, timeout time.Duration, logger *slog.Logger) {
 // cursorKeys loads the key that seals the read API's cursors: the file
 // read.cursor_key_file names, else data_dir/cursor.key, made on first start.
 func cursorKeys(cfg config.Config, logger *slog.Logger) (*cursor.Keys, error) {
-	var key []byte
+	var keys *cursor.Keys
 	var err error
 	if cfg.Read.CursorKeyFile != "" {
-		key, err = cursor.LoadKey(cfg.Read.CursorKeyFile)
+		keys, err = cursor.LoadKeys(cfg.Read.CursorKeyFile)
 	} else {
 		if cfg.Store.Backend == "cassandra" {
 			logger.Warn("read.cursor_key_file is not set: cursors are sealed with this gateway's own key in data_dir, so another gateway on the same store refuses them; give every gateway the same key file")
 		}
-		key, err = cursor.LoadOrCreateKey(filepath.Join(cfg.DataDir, "cursor.key"))
+		keys, err = cursor.LoadOrCreateKeys(filepath.Join(cfg.DataDir, "cursor.key"))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read.cursor_key_file: %w", err)
 	}
-	return cursor.New(key)
+	return keys, nil
 }
 
 // configuredTenants lists the tenants the configuration names: they are

@@ -58,11 +58,7 @@ func directHTTP(ctx context.Context, cfgFile, tenant string, timeout time.Durati
 	opts := []readapi.Option{readapi.WithConfig(cfg.Read), readapi.WithRecount(cfg.Buckets.MaxRows)}
 	if cfg.Read.CursorKeyFile != "" {
 		// The gateways' key: cursors from them continue here and back.
-		key, err := cursor.LoadKey(cfg.Read.CursorKeyFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("read.cursor_key_file: %w", err)
-		}
-		keys, err := cursor.New(key)
+		keys, err := cursor.LoadKeys(cfg.Read.CursorKeyFile)
 		if err != nil {
 			return nil, "", fmt.Errorf("read.cursor_key_file: %w", err)
 		}

@@ -135,6 +135,39 @@ func TestLoadOrCreateKey(t *testing.T) {
 	}
 }
 
+// LoadKeys and LoadOrCreateKeys give Keys for the file's key: a cursor
+// sealed under one opens under the other, and a bad file is refused.
+func TestLoadKeys(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cursor.key")
+	created, err := cursor.LoadOrCreateKeys(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := cursor.LoadKeys(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := cursor.Scope{Tenant: "acme", Kind: "readings", Series: "d"}
+	tok := cursor.Token{From: 1000, To: 2000, Pos: []byte("p")}
+	if got, err := loaded.Open(scope, created.Seal(scope, tok)); err != nil || got.From != tok.From || got.To != tok.To || string(got.Pos) != string(tok.Pos) {
+		t.Fatalf("Open = %+v, %v; want %+v", got, err, tok)
+	}
+	if _, err := cursor.LoadKeys(filepath.Join(dir, "missing")); err == nil {
+		t.Error("LoadKeys of a missing file succeeded")
+	}
+	short := filepath.Join(dir, "short.key")
+	if err := os.WriteFile(short, []byte("too short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cursor.LoadKeys(short); err == nil {
+		t.Error("LoadKeys accepted a short key file")
+	}
+	if _, err := cursor.LoadOrCreateKeys(short); err == nil {
+		t.Error("LoadOrCreateKeys accepted a short key file")
+	}
+}
+
 func FuzzOpen(f *testing.F) {
 	k := keys(f, 0)
 	scope := cursor.Scope{Tenant: "acme", Kind: "readings", Series: "d"}

@@ -26,6 +26,25 @@ func LoadKey(path string) ([]byte, error) {
 	return key, nil
 }
 
+// LoadKeys returns Keys for the key in the file at path (LoadKey).
+func LoadKeys(path string) (*Keys, error) {
+	key, err := LoadKey(path)
+	if err != nil {
+		return nil, err
+	}
+	return New(key)
+}
+
+// LoadOrCreateKeys returns Keys for the key in the file at path, written
+// first when there is none (LoadOrCreateKey).
+func LoadOrCreateKeys(path string) (*Keys, error) {
+	key, err := LoadOrCreateKey(path)
+	if err != nil {
+		return nil, err
+	}
+	return New(key)
+}
+
 // LoadOrCreateKey reads the key file at path, or, when there is none,
 // writes one with a fresh random key (readable by the owner only), so that
 // cursors survive a restart.
