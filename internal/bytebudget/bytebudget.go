@@ -87,6 +87,21 @@ func (c *Charge) Grow(ctx context.Context, n int64) error {
 	return nil
 }
 
+// TryGrow makes the charge hold n more bytes if the budget has them now,
+// and reports whether it did. It never waits, and a refusal is not counted
+// as busy: it is for bytes the caller can do without.
+func (c *Charge) TryGrow(n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	if n > c.b.size-c.held || !c.b.sem.TryAcquire(n) {
+		return false
+	}
+	c.held += n
+	c.b.m.inflight.Add(float64(n))
+	return true
+}
+
 // Shrink gives back n bytes of the charge (at most what it holds).
 func (c *Charge) Shrink(n int64) {
 	n = min(n, c.held)

@@ -21,6 +21,9 @@ const (
 	// bodyRetryAfter is what a request refused for want of body budget is
 	// told to wait.
 	bodyRetryAfter = time.Second
+	// maxPooledBuf is the largest body buffer kept for reuse: larger ones
+	// are let go rather than pinned.
+	maxPooledBuf = 4 << 20
 )
 
 // MinInflightBodyBytes is the smallest body budget that lets a request of
@@ -94,7 +97,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ch *bytebudge
 	if err := ch.Grow(r.Context(), size); err != nil {
 		return nil, budgetError(err)
 	}
-	buf := make([]byte, 0, size)
+	buf := h.getBuf(ch, size)
 	for {
 		if len(buf) == cap(buf) {
 			if int64(len(buf)) > limit {
@@ -125,6 +128,30 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ch *bytebudge
 		return nil, refuse(http.StatusRequestEntityTooLarge, "%s is over the limit of %d bytes", what, limit)
 	}
 	return buf, nil
+}
+
+// getBuf returns an empty buffer of at least size bytes, size being
+// already charged to ch: a pooled one if one is large enough and the budget
+// has room now for the bytes of its capacity past size (at most a quarter
+// more), else a new one of exactly size. Either way ch covers its capacity.
+func (h *Handler) getBuf(ch *bytebudget.Charge, size int64) []byte {
+	if pb, ok := h.bufs.Get().(*[]byte); ok {
+		if c := int64(cap(*pb)); c >= size && c <= size+size/4 && ch.TryGrow(c-size) {
+			return (*pb)[:0]
+		}
+		h.bufs.Put(pb)
+	}
+	return make([]byte, 0, size)
+}
+
+// putBuf gives a body buffer back for reuse, once nothing refers to its
+// bytes; large ones are let go.
+func (h *Handler) putBuf(b []byte) {
+	if cap(b) == 0 || cap(b) > maxPooledBuf {
+		return
+	}
+	b = b[:0]
+	h.bufs.Put(&b)
 }
 
 // budgetError answers a request that found no room in the body budget (or

@@ -181,3 +181,29 @@ func TestReadBodyBusy(t *testing.T) {
 		t.Fatalf("after the budget was given back: %d %s", err.status, err.msg)
 	}
 }
+
+// TestBufPoolCharged: a pooled buffer is reused only when it fits, and the
+// charge then covers its whole capacity.
+func TestBufPoolCharged(t *testing.T) {
+	h := New(Config{MaxBodyBytes: 64 << 10, MaxDecompressedBytes: 64 << 10, Limits: decode.DefaultLimits()},
+		nil, time.Now, slog.New(slog.DiscardHandler), nil)
+	h.putBuf(make([]byte, 10, 1100))
+	ch := h.bodies.Charge()
+	defer ch.Release()
+	if err := ch.Grow(context.Background(), 1000); err != nil {
+		t.Fatal(err)
+	}
+	b := h.getBuf(ch, 1000)
+	if len(b) != 0 || cap(b) < 1000 || int64(cap(b)) > ch.Held() {
+		t.Fatalf("buffer len %d cap %d with %d charged", len(b), cap(b), ch.Held())
+	}
+	h.putBuf(make([]byte, 0, 5000)) // far larger than asked: not reused
+	ch2 := h.bodies.Charge()
+	defer ch2.Release()
+	if err := ch2.Grow(context.Background(), 100); err != nil {
+		t.Fatal(err)
+	}
+	if b := h.getBuf(ch2, 100); cap(b) != 100 || ch2.Held() != 100 {
+		t.Fatalf("buffer cap %d with %d charged, want a new one of 100", cap(b), ch2.Held())
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,6 +67,8 @@ type Handler struct {
 	logger *slog.Logger
 	m      *metrics
 	bodies *bytebudget.Budget
+	// bufs holds body buffers (*[]byte) for reuse: see getBuf.
+	bufs sync.Pool
 }
 
 // New returns the ingest handler. now is the clock used for the future
@@ -127,6 +130,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 	}
 	res, err := h.w.Reserve(r.Context(), bound)
 	if err != nil {
+		h.putBuf(body)
 		h.writeError(w, r, kl, tenant, 0, err)
 		return
 	}
@@ -146,7 +150,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 		n = len(req.Audit)
 	}
 	// The decoder copies everything it returns: the body is not needed any
-	// more, and its room goes back to the budget while the rows are written.
+	// more, its buffer goes back to the pool and its room to the budget
+	// while the rows are written.
+	h.putBuf(body)
 	charge.Release()
 	if err != nil {
 		var fe *decode.FieldError
