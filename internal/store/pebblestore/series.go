@@ -49,7 +49,19 @@ func (s *Store) EachPartition(ctx context.Context, tenant string, kind model.Kin
 	if err != nil {
 		return fmt.Errorf("list partitions of %s on %s: %w", tenant, day, err)
 	}
-	defer it.Close()
+	if err := eachPartition(ctx, it, prefix, tenant, kind, day, fn); err != nil {
+		_ = it.Close()
+		return err
+	}
+	// An I/O error ends the iteration as if the range were exhausted; Close
+	// reports it, so a listing is never silently cut short.
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("list partitions of %s on %s: %w", tenant, day, err)
+	}
+	return nil
+}
+
+func eachPartition(ctx context.Context, it *pebble.Iterator, prefix []byte, tenant string, kind model.Kind, day model.Day, fn func(model.PartitionInfo) error) error {
 	for ok := it.First(); ok; ok = it.Next() {
 		if err := ctx.Err(); err != nil {
 			return err
