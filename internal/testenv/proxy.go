@@ -62,6 +62,12 @@ func (p *Proxy) Restore() {
 				continue
 			}
 			p.mu.Lock()
+			if p.ln != ln { // cut since Accept returned: this pair is cut too
+				p.mu.Unlock()
+				_ = c.Close()
+				_ = u.Close()
+				continue
+			}
 			p.conns = append(p.conns, c, u)
 			p.mu.Unlock()
 			go func() { _, _ = io.Copy(u, c); _ = u.Close() }()
@@ -76,6 +82,7 @@ func (p *Proxy) Cut() {
 	defer p.mu.Unlock()
 	if p.ln != nil {
 		_ = p.ln.Close()
+		p.ln = nil
 	}
 	for _, c := range p.conns {
 		_ = c.Close()
