@@ -124,9 +124,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 	// Take the pipeline's room for as many rows as the body can hold before
 	// decoding it, so that a request the pipeline has no room for is refused
 	// before its rows cost memory.
-	bound := decode.AuditRowsBound(body, h.cfg.Limits)
+	var bound int
 	if kind == model.KindReadings {
 		bound = decode.ReadingCellsBound(body, h.cfg.Limits)
+	} else {
+		bound = decode.AuditRowsBound(body, h.cfg.Limits)
 	}
 	res, err := h.w.Reserve(r.Context(), bound)
 	if err != nil {
