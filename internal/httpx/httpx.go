@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/reqid"
 )
 
 type tenantKey struct{}
@@ -36,15 +38,11 @@ type ErrorBody struct {
 	RequestID string `json:"request_id,omitempty"`
 }
 
-// requestIDHeader is reqid.Header; the id is set on the response before
-// any handler runs.
-const requestIDHeader = "X-Request-Id"
-
 // JSON writes v with the status. An ErrorBody gets the request id of the
-// response.
+// response (reqid sets it on the response before any handler runs).
 func JSON(w http.ResponseWriter, status int, v any) {
 	if eb, ok := v.(ErrorBody); ok && eb.RequestID == "" {
-		eb.RequestID = w.Header().Get(requestIDHeader)
+		eb.RequestID = w.Header().Get(reqid.Header)
 		v = eb
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -58,17 +56,23 @@ func Error(w http.ResponseWriter, status int, msg string) {
 	JSON(w, status, ErrorBody{Error: msg})
 }
 
-// Busy writes 503 with Retry-After.
+// Busy writes 503 with Retry-After: retryAfter rounded up to whole seconds
+// (at least 1).
 func Busy(w http.ResponseWriter, retryAfter time.Duration, msg string) {
-	secs := max(1, int(retryAfter.Round(time.Second)/time.Second))
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	setRetryAfter(w, retryAfter)
 	Error(w, http.StatusServiceUnavailable, msg)
 }
 
 // TooMany writes 429 with Retry-After: the client is over its quota and
 // may try again after retryAfter, rounded up to whole seconds (at least 1).
 func TooMany(w http.ResponseWriter, retryAfter time.Duration, msg string) {
-	secs := max(1, int((retryAfter+time.Second-1)/time.Second))
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	setRetryAfter(w, retryAfter)
 	Error(w, http.StatusTooManyRequests, msg)
+}
+
+// setRetryAfter sets Retry-After to d rounded up to whole seconds, at least
+// 1: a client told to come back sooner than the wait would be refused again.
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	secs := max(1, int((d+time.Second-1)/time.Second))
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
 }
