@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/reader"
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 // Config is the read.* section: the bounds of every read request.
@@ -28,16 +28,17 @@ func DefaultConfig() Config {
 	return Config{Timeout: 30 * time.Second, MaxDays: 400}
 }
 
+// maxSpanDays is the number of days in the valid time range.
+const maxSpanDays = int(model.MaxDay-model.MinDay) + 1
+
 // Validate reports every bad setting.
 func (c Config) Validate() error {
 	var errs []error
 	if c.Timeout < 100*time.Millisecond || c.Timeout > time.Hour {
 		errs = append(errs, fmt.Errorf("read.timeout: must be 100ms..1h, got %s", c.Timeout))
 	}
-	// The reader refuses any range over reader.MaxDays days, so a larger
-	// limit would only trade this message for the reader's.
-	if c.MaxDays < 1 || c.MaxDays > reader.MaxDays {
-		errs = append(errs, fmt.Errorf("read.max_days: must be 1..%d, got %d", reader.MaxDays, c.MaxDays))
+	if c.MaxDays < 1 || c.MaxDays > maxSpanDays {
+		errs = append(errs, fmt.Errorf("read.max_days: must be 1..%d, got %d", maxSpanDays, c.MaxDays))
 	}
 	return errors.Join(errs...)
 }
