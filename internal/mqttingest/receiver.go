@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/lograte"
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/quota"
 	"github.com/sluicehq/sluice/internal/sink"
 )
 
@@ -59,11 +60,6 @@ func (c *core) SetLimiter(l Limiter) {
 	c.quota = l
 }
 
-// rows counts a request's rows as the quotas do.
-func rows(r *sink.Request) int64 {
-	return int64(len(r.Readings) + len(r.Audit) + len(r.DeadLetters))
-}
-
 func newCore(cfg Config, w Writer, lim decode.Limits, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer, subscriber bool) (core, error) {
 	m := newMetrics(reg, subscriber)
 	p, err := newParser(cfg, lim, logger, m)
@@ -91,7 +87,7 @@ func (c *core) waitQuota(ctx context.Context, req *sink.Request, bytes int) erro
 	if c.quota == nil {
 		return nil
 	}
-	return c.quota.Wait(ctx, req.Tenant, rows(req), int64(bytes))
+	return c.quota.Wait(ctx, req.Tenant, quota.Rows(req), int64(bytes))
 }
 
 // SetHorizon makes readings older than h(kind, tenant, now) (the tenant's
