@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -45,7 +46,7 @@ func TestQuotasFromFileAndEnvironment(t *testing.T) {
 	if diff := cmp.Diff(want, got.Quotas); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	if l := got.Quotas.For("Acme"); l != (quota.Limits{RowBurst: 20000, MaxConcurrentRequests: 8}) {
+	if l := quota.New(got.Quotas, nil, time.Now, nil).For("Acme"); l != (quota.Limits{RowBurst: 20000, MaxConcurrentRequests: 8}) {
 		t.Errorf("Acme's quotas %+v: the override's 0 must mean unlimited, the rest inherited", l)
 	}
 }

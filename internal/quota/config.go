@@ -84,16 +84,6 @@ func DefaultConfig() Config {
 	return Config{Tenants: []Override{}}
 }
 
-// For returns the quotas of tenant.
-func (c Config) For(tenant string) Limits {
-	for _, o := range c.Tenants {
-		if o.Tenant == tenant {
-			return o.apply(c.Default)
-		}
-	}
-	return c.Default
-}
-
 // Bound is the least a burst may be, with the key that sets it: the
 // largest request must fit in a full bucket, or it could never pass.
 type Bound struct {
