@@ -87,7 +87,7 @@ func TestReadyzDrain(t *testing.T) {
 	for _, step := range []string{"/readyz answers 503; requests are still served", "drain delay over", "closing the listener",
 		"http server stopped", "write pipeline drained", "store closed"} {
 		i := strings.Index(logs, step)
-		if i < last {
+		if i < 0 || i < last {
 			t.Fatalf("shutdown step %q missing or out of order:\n%s", step, logs)
 		}
 		last = i

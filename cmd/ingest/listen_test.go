@@ -51,7 +51,13 @@ func TestListenBoundsConnections(t *testing.T) {
 				t.Fatalf("max %d: connection %d not served", tc.max, i)
 			}
 		}
-		served := ask(conns[2], 300*time.Millisecond)
+		// Past the bound the third connection must wait (a short wait shows
+		// it); without one it must be served (a generous wait, as above).
+		wait := 5 * time.Second
+		if tc.thirdWait {
+			wait = 300 * time.Millisecond
+		}
+		served := ask(conns[2], wait)
 		if served == tc.thirdWait {
 			t.Fatalf("max %d: third connection served=%v while two are open", tc.max, served)
 		}

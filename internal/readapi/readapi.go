@@ -149,7 +149,7 @@ func (h *Handler) seal(scope cursor.Scope, span readparam.Span, pos string) stri
 // rangeQuery parses series, from, to, limit and cursor.
 func (h *Handler) rangeQuery(r *http.Request, seriesParam string, kind model.Kind) (reader.Query, cursor.Scope, readparam.Span, error) {
 	v := r.URL.Query()
-	q := reader.Query{Tenant: httpx.Tenant(r.Context()), Series: v.Get(seriesParam)}
+	q := reader.Query{Tenant: httpx.Tenant(r.Context()), Series: v.Get(seriesParam), MaxDays: h.cfg.MaxDays}
 	scope := cursor.Scope{Tenant: q.Tenant, Kind: kind.String(), Series: q.Series}
 	if q.Series == "" {
 		return q, scope, readparam.Span{}, &readparam.Error{Param: seriesParam, Reason: "required"}

@@ -13,6 +13,7 @@
 package reader
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"encoding/base64"
@@ -48,10 +49,13 @@ type Query struct {
 	To     int64
 	Limit  int
 	Cursor string
+	// MaxDays bounds the UTC days the range may touch; 0 means MaxDays.
+	// The read API sets it from read.max_days, which it has checked already.
+	MaxDays int
 }
 
-// MaxDays is the longest range a read may span, in UTC days it touches.
-// The read API bounds requests further (read.max_days).
+// MaxDays is the longest range a read may span, in UTC days it touches,
+// unless its Query says otherwise.
 const MaxDays = 3660
 
 // ErrBadQuery is returned for a query out of bounds (limit, range).
@@ -113,8 +117,8 @@ func (q Query) check(kind model.Kind) (*store.Pos, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadQuery, err)
 	}
-	if days > MaxDays {
-		return nil, fmt.Errorf("%w: the range may span at most %d days, got %d", ErrBadQuery, MaxDays, days)
+	if most := int64(cmp.Or(q.MaxDays, MaxDays)); days > most {
+		return nil, fmt.Errorf("%w: the range may span at most %d days, got %d", ErrBadQuery, most, days)
 	}
 	after, err := decodeCursor(q.Cursor, kind, q.Series)
 	if err != nil {

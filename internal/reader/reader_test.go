@@ -736,3 +736,20 @@ func TestPartitionCreatedAfterPage(t *testing.T) {
 		t.Errorf("rows of the new partition after the cursor are missing: %+v", rest)
 	}
 }
+
+// The span bound is the query's MaxDays when it sets one (the read API's
+// read.max_days), else MaxDays: a configured bound above MaxDays is not
+// cut short by a second, different one.
+func TestQueryMaxDays(t *testing.T) {
+	st := openStore(t)
+	for _, tc := range []struct {
+		maxDays, days int
+		ok            bool
+	}{{0, reader.MaxDays, true}, {0, reader.MaxDays + 1, false}, {5000, 4000, true}, {5000, 5001, false}, {2, 3, false}} {
+		q := reader.Query{Tenant: tenant, Series: device, From: 0, To: int64(tc.days) * day, Limit: 10, MaxDays: tc.maxDays}
+		_, _, err := reader.Readings(t.Context(), st, q)
+		if tc.ok != (err == nil) || (!tc.ok && !errors.Is(err, reader.ErrBadQuery)) {
+			t.Errorf("MaxDays %d, %d days: error %v, want ok=%v", tc.maxDays, tc.days, err, tc.ok)
+		}
+	}
+}
