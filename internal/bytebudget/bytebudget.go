@@ -48,9 +48,6 @@ func New(size int64, wait time.Duration, m Metrics) *Budget {
 	return &Budget{size: size, wait: wait, sem: semaphore.NewWeighted(size), m: &metrics{inflight: m.Inflight, busy: m.Busy}}
 }
 
-// Size returns the budget's total.
-func (b *Budget) Size() int64 { return b.size }
-
 // Charge is what one request holds of a budget. It is not safe for
 // concurrent use; give it back with Release once the bytes are no longer
 // needed.

@@ -127,9 +127,14 @@ func TestReadBodyFitsTheSmallestBudget(t *testing.T) {
 	const maxBody, maxInflated = 64 << 10, 1<<20 + 12345
 	h := New(Config{MaxBodyBytes: maxBody, MaxDecompressedBytes: maxInflated, Limits: decode.DefaultLimits()},
 		nil, time.Now, slog.New(slog.DiscardHandler), nil)
-	if h.bodies.Size() != MinInflightBodyBytes(maxBody, maxInflated) {
-		t.Fatalf("budget %d, want the least allowed %d", h.bodies.Size(), MinInflightBodyBytes(maxBody, maxInflated))
+	// The budget is the least allowed: a charge of exactly that fits, one
+	// byte more is past the whole budget.
+	least := MinInflightBodyBytes(maxBody, maxInflated)
+	probe := h.bodies.Charge()
+	if probe.Grow(context.Background(), least+1) == nil || probe.Grow(context.Background(), least) != nil {
+		t.Fatalf("budget is not the least allowed %d", least)
 	}
+	probe.Release()
 	for _, size := range []int{maxInflated, maxInflated + 1, maxInflated/2 + 1} {
 		body := gzipOf(t, bytes.Repeat([]byte(" "), size))
 		r := httptest.NewRequest(http.MethodPost, "/v1/readings", onlyReader{bytes.NewReader(body)})
@@ -152,7 +157,7 @@ func TestReadBodyBusy(t *testing.T) {
 	h := New(Config{MaxBodyBytes: maxBody, MaxDecompressedBytes: maxBody, BodyAdmissionTimeout: 50 * time.Millisecond, Limits: decode.DefaultLimits()},
 		nil, time.Now, slog.New(slog.DiscardHandler), nil)
 	hog := h.bodies.Charge()
-	if err := hog.Grow(context.Background(), h.bodies.Size()-100); err != nil {
+	if err := hog.Grow(context.Background(), h.cfg.MaxInflightBodyBytes-100); err != nil {
 		t.Fatal(err)
 	}
 	read := func(ctx context.Context) *bodyError {
