@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,19 +106,18 @@ func ParseKeys(skey string, older []string) (*Keys, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The current key first; an older key listed twice, or the current one
+	// listed again, is kept once (a verifier list with a key twice makes
+	// note.Open refuse every note as ambiguous).
 	k := &Keys{Signer: s, Public: []string{pub}}
-	var vs []note.Verifier
-	for _, vk := range append([]string{pub}, older...) {
-		v, err := note.NewVerifier(vk)
-		if err != nil {
-			return nil, fmt.Errorf("audit.verifier_keys: %q: %w", vk, err)
-		}
-		if vk != pub {
+	for _, vk := range older {
+		if !slices.Contains(k.Public, vk) {
 			k.Public = append(k.Public, vk)
 		}
-		vs = append(vs, v)
 	}
-	k.Verifiers = note.VerifierList(vs...)
+	if k.Verifiers, err = VerifiersOf(k.Public); err != nil {
+		return nil, fmt.Errorf("audit.verifier_keys: %w", err)
+	}
 	return k, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/sluicehq/sluice/internal/model"
 )
 
@@ -62,6 +64,20 @@ func TestKeysAndOrigin(t *testing.T) {
 	k, err := ParseKeys(skey, []string{old})
 	if err != nil || len(k.Public) != 2 || k.Public[0] != vkey {
 		t.Fatalf("ParseKeys: %+v %v", k, err)
+	}
+	// Listing the current key or an older one again changes nothing: each
+	// is kept once, and a checkpoint signed with the key still verifies
+	// (two equal verifiers made note.Open call every note ambiguous).
+	k2, err := ParseKeys(skey, []string{old, vkey, old})
+	if err != nil || len(k2.Public) != 2 || k2.Public[0] != vkey || k2.Public[1] != old {
+		t.Fatalf("ParseKeys with repeated keys: %+v %v", k2, err)
+	}
+	signed, err := note.Sign(&note.Note{Text: "audit.example.com/acme/s\n1\nAAAA\n"}, k2.Signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := note.Open(signed, k2.Verifiers); err != nil {
+		t.Errorf("a note signed with the current key, opened with repeated verifier keys: %v", err)
 	}
 	if got := Origin("audit.example.com", "acme", "pay ments+x/é"); got != "audit.example.com/acme/pay%20ments%2Bx%2F%C3%A9" {
 		t.Errorf("Origin = %q", got)
