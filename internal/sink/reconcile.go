@@ -22,17 +22,15 @@ import (
 // Reconciles (its own writer slot; every entry on the embedded store): an
 // entry of another live gateway is that gateway's to settle.
 
-// PartitionScanner is implemented by a Store that reads a partition's rows;
-// the sink needs it to reconcile entries left ahead. Without it such entries
-// stay claims (upper bounds: safe, not exact).
-type PartitionScanner = partcount.Scanner
-
 // reconcile counts the partitions of freshly loaded series-days whose
 // entries are marked Ahead and that this gateway reconciles, and gives the
 // counts to the planner, which settles them (Settle writes the exact
 // entries). Call it right after Load, before any Place.
 func (s *Sink) reconcile(ctx context.Context, series []*buckets.Series, loaded [][]model.PartitionInfo) error {
-	sc, ok := s.st.(PartitionScanner)
+	// A Store that reads a partition's rows (partcount.Scanner) is needed
+	// to reconcile entries left ahead; without it they stay claims (upper
+	// bounds: safe, not exact).
+	sc, ok := s.st.(partcount.Scanner)
 	if !ok {
 		return nil
 	}
