@@ -68,7 +68,7 @@ func (s *Sink) reconcile(ctx context.Context, series []*buckets.Series, loaded [
 		if overs[i] {
 			// More rows than any entry may claim: keep the claim, which at
 			// least keeps the planner from adding to it, and say so.
-			s.logger.Warn("partition holds more rows than its bound; left unreconciled", "partition", j.pi.Key, "rows_over", limit)
+			s.logger.Warn("partition holds more rows than its bound; left unreconciled", "partition", j.pi.Key, "rows_over", max(limit, j.pi.Rows))
 			continue
 		}
 		s.planner.Reconcile(j.s, exact[i])
