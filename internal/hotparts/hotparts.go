@@ -122,9 +122,25 @@ func (t *Tracker) Add(now time.Time, pk model.PartitionKey, rows int64) {
 // Top returns up to n tracked partitions that keep accepts, fastest first,
 // with their rates at now.
 func (t *Tracker) Top(now time.Time, keep func(model.PartitionKey) bool, n int) []Rate {
+	if n <= 0 {
+		return nil
+	}
+	// Collect under the lock, sort after it: Add, which the flusher calls
+	// for every batch, must not wait for the sort.
+	out := t.rates(now, keep, n)
+	if out == nil {
+		return nil // nothing tracked
+	}
+	SortRates(out)
+	return out[:min(n, len(out))]
+}
+
+// rates returns the rates at now of the tracked partitions that keep
+// accepts, unsorted: nil if none is tracked, else a (maybe empty) slice.
+func (t *Tracker) rates(now time.Time, keep func(model.PartitionKey) bool, n int) []Rate {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.h) == 0 || n <= 0 {
+	if len(t.h) == 0 {
 		return nil
 	}
 	f := math.Exp(-now.Sub(t.origin).Seconds()/t.tau) / t.tau
@@ -134,8 +150,7 @@ func (t *Tracker) Top(now time.Time, keep func(model.PartitionKey) bool, n int) 
 			out = append(out, Rate{Key: it.key, RowsPerSecond: it.w * f})
 		}
 	}
-	SortRates(out)
-	return out[:min(n, len(out))]
+	return out
 }
 
 // Len returns the number of partitions tracked.
