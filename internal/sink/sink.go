@@ -332,11 +332,13 @@ func (s *Sink) Write(ctx context.Context, req *Request) error {
 	if rows == 0 {
 		return nil
 	}
-	res, err := s.Reserve(ctx, rows)
-	if err != nil {
-		return err
+	// Admitted here rather than through Reserve: no Reservation is
+	// allocated for every message.
+	weight := min(int64(rows), int64(s.cfg.QueueRows))
+	if err := s.admit(ctx, weight); err != nil {
+		return s.refuse(ctx)
 	}
-	return s.WriteReserved(ctx, res, req)
+	return s.writeAdmitted(ctx, req, weight)
 }
 
 // Reservation is a share of the row budget taken before the rows it is for
@@ -355,12 +357,18 @@ type Reservation struct {
 func (s *Sink) Reserve(ctx context.Context, rows int) (*Reservation, error) {
 	weight := min(int64(max(rows, 1)), int64(s.cfg.QueueRows))
 	if err := s.admit(ctx, weight); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, s.busyError()
+		return nil, s.refuse(ctx)
 	}
 	return &Reservation{s: s, weight: weight}, nil
+}
+
+// refuse is the error of a failed admission: ctx's if it ended, else a
+// *BusyError.
+func (s *Sink) refuse(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.busyError()
 }
 
 func (s *Sink) busyError() *BusyError {
@@ -389,27 +397,32 @@ func (s *Sink) WriteReserved(ctx context.Context, res *Reservation, req *Request
 	if res == nil || res.done || res.s != s {
 		return errors.New("sink: WriteReserved needs an unused reservation of this sink")
 	}
+	res.done = true
+	return s.writeAdmitted(ctx, req, res.weight)
+}
+
+// writeAdmitted writes req, for which held of the budget is already
+// admitted, and consumes held whatever it returns: room beyond the
+// request's rows is given back at once; a request with more rows than held
+// is admitted for the rest, and gets a *BusyError if that fails.
+func (s *Sink) writeAdmitted(ctx context.Context, req *Request, held int64) error {
 	if s.gate != nil {
 		for i := range req.Audit {
 			if err := s.gate(&req.Audit[i]); err != nil {
-				res.Release()
+				s.budget.Release(held)
 				return err
 			}
 		}
 	}
-	res.done = true
 	rows := req.Rows()
 	weight := min(int64(rows), int64(s.cfg.QueueRows))
 	switch {
-	case weight < res.weight:
-		s.budget.Release(res.weight - weight)
-	case weight > res.weight:
-		if err := s.admit(ctx, weight-res.weight); err != nil {
-			s.budget.Release(res.weight)
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return s.busyError()
+	case weight < held:
+		s.budget.Release(held - weight)
+	case weight > held:
+		if err := s.admit(ctx, weight-held); err != nil {
+			s.budget.Release(held)
+			return s.refuse(ctx)
 		}
 	}
 	if rows == 0 {
