@@ -1,11 +1,13 @@
 package cqlstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
@@ -148,22 +150,9 @@ func (s *Store) AuditStreams(ctx context.Context, d model.Day) ([]store.SeriesRe
 		}
 	}
 	slices.SortFunc(out, func(a, b store.SeriesRef) int {
-		if a.Tenant != b.Tenant {
-			return cmpStr(a.Tenant, b.Tenant)
-		}
-		return cmpStr(a.Series, b.Series)
+		return cmp.Or(strings.Compare(a.Tenant, b.Tenant), strings.Compare(a.Series, b.Series))
 	})
 	return out, nil
-}
-
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // AuditEvents returns, for each id AuditSeen found, the stored event if it
@@ -182,14 +171,34 @@ func (s *Store) AuditEvents(ctx context.Context, ids []store.AuditID, like []*mo
 			return nil, err
 		}
 		for _, p := range parts {
-			evs, err := s.ScanAudit(ctx, p.Key, store.Range{From: e.TS, To: e.TS + 1}, 1<<10)
-			if err != nil {
-				return nil, err
-			}
-			if j := slices.IndexFunc(evs, func(x model.AuditEvent) bool { return x.EventID == id.EventID }); j >= 0 {
-				out[i] = &evs[j]
+			if out[i], err = s.auditEventAt(ctx, p.Key, e.TS, id.EventID); err != nil || out[i] != nil {
+				if err != nil {
+					return nil, err
+				}
+				break
 			}
 		}
 	}
 	return out, nil
+}
+
+// auditEventAt returns the event id of partition pk at ts, or nil. It pages
+// through the events of that millisecond, which may be more than one page.
+func (s *Store) auditEventAt(ctx context.Context, pk model.PartitionKey, ts int64, id string) (*model.AuditEvent, error) {
+	const page = 1 << 10
+	rng := store.Range{From: ts, To: ts + 1}
+	for {
+		evs, err := s.ScanAudit(ctx, pk, rng, page)
+		if err != nil {
+			return nil, err
+		}
+		if j := slices.IndexFunc(evs, func(x model.AuditEvent) bool { return x.EventID == id }); j >= 0 {
+			return &evs[j], nil
+		}
+		if len(evs) < page {
+			return nil, nil
+		}
+		last := evs[len(evs)-1]
+		rng.After = &store.Pos{TS: last.TS, Key: last.EventID}
+	}
 }
