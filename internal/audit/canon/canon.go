@@ -20,6 +20,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/model"
+
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // LeafHashSize is the size of a leaf hash (SHA-256).
@@ -73,12 +75,7 @@ func Event(e *model.AuditEvent) []byte {
 
 // LeafHash returns SHA-256(0x00 || data), the RFC 6962 hash of a leaf.
 func LeafHash(data []byte) [LeafHashSize]byte {
-	h := sha256.New()
-	h.Write([]byte{0})
-	h.Write(data)
-	var out [LeafHashSize]byte
-	h.Sum(out[:0])
-	return out
+	return tlog.RecordHash(data)
 }
 
 // EventHash is LeafHash(Event(e)).
