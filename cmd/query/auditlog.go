@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"strconv"
@@ -265,16 +266,13 @@ func readSmall(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
+	// Read, not Stat: a pipe (--proof <(curl …)) has no size.
+	b, err := io.ReadAll(io.LimitReader(f, maxAuditFile+1))
 	if err != nil {
-		return nil, err
-	}
-	if st.Size() > maxAuditFile {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxAuditFile)
-	}
-	b := make([]byte, st.Size())
-	if _, err := f.ReadAt(b, 0); err != nil && st.Size() > 0 {
 		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) > maxAuditFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxAuditFile)
 	}
 	return b, nil
 }
