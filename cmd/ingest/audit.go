@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/audit/auditlog"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/readapi"
 	"github.com/sluicehq/sluice/internal/retention"
 )
 
@@ -100,9 +101,9 @@ func auditCmd(args []string, stdout, stderr io.Writer) error {
 }
 
 // auditRoutes are the audit log's read endpoints (none when it is off).
-func auditRoutes(al *auditlog.Log, logger *slog.Logger) map[string]http.HandlerFunc {
+func auditRoutes(al *auditlog.Log, read readapi.Config, logger *slog.Logger) map[string]http.HandlerFunc {
 	if al == nil {
 		return nil
 	}
-	return al.Routes(logger.With("component", "audit"))
+	return al.Routes(logger.With("component", "audit"), auditlog.Limits{Timeout: read.Timeout, MaxDays: read.MaxDays})
 }

@@ -116,7 +116,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		PostAudit:    quotas.Middleware(cfg.HTTP.MaxBodyBytes, ingest.Audit),
 		GetReadings:  read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
-		Extra: extraRoutes(ru.routes(), auditRoutes(al, logger), map[string]http.HandlerFunc{
+		Extra: extraRoutes(ru.routes(), auditRoutes(al, cfg.Read, logger), map[string]http.HandlerFunc{
 			"GET /v1/deadletters":    readapi.DeadLetters(st, time.Now, logger.With("component", "read"), readOpts...),
 			"GET /v1/partitions/top": read.TopPartitions,
 		}),
