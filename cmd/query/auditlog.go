@@ -47,11 +47,7 @@ public keys.
 				if *stream == "" {
 					return fs.usagef("--stream is required")
 				}
-				f, err := parseFormat(fs, *formatFlag)
-				if err != nil {
-					return err
-				}
-				c, err := conn.client(fs)
+				f, c, err := conn.formatAndClient(fs, *formatFlag)
 				if err != nil {
 					return err
 				}
@@ -95,11 +91,7 @@ sealed days only (day, leaves, events, when sealed).
 				if err != nil {
 					return err
 				}
-				f, err := parseFormat(fs, *formatFlag)
-				if err != nil {
-					return err
-				}
-				c, err := conn.client(fs)
+				f, c, err := conn.formatAndClient(fs, *formatFlag)
 				if err != nil {
 					return err
 				}
@@ -162,11 +154,7 @@ The table format prints the proof itself; json and csv wrap it in a field.
 				if *size < 0 {
 					return fs.usagef("--size must be positive")
 				}
-				f, err := parseFormat(fs, *formatFlag)
-				if err != nil {
-					return err
-				}
-				c, err := conn.client(fs)
+				f, c, err := conn.formatAndClient(fs, *formatFlag)
 				if err != nil {
 					return err
 				}

@@ -119,6 +119,18 @@ func addConnFlags(fs *flagSet, mode connMode) *connFlags {
 	return c
 }
 
+// formatAndClient validates --format, then the connection flags, and
+// returns the format and a client: what every command that reads through
+// the gateway starts with.
+func (c *connFlags) formatAndClient(fs *flagSet, formatFlag string) (format, *client.Client, error) {
+	f, err := parseFormat(fs, formatFlag)
+	if err != nil {
+		return f, nil, err
+	}
+	cl, err := c.client(fs)
+	return f, cl, err
+}
+
 // client validates the connection flags, falling back on the environment,
 // and returns a client. Busy answers are retried with a note on stderr.
 func (c *connFlags) client(fs *flagSet) (*client.Client, error) {
@@ -275,11 +287,7 @@ func (l listFlags) resolve(fs *flagSet) (client.Range, format, *client.Client, e
 	if err != nil {
 		return rng, "", nil, err
 	}
-	f, err := parseFormat(fs, *l.format)
-	if err != nil {
-		return rng, f, nil, err
-	}
-	c, err := l.conn.client(fs)
+	f, c, err := l.conn.formatAndClient(fs, *l.format)
 	return rng, f, c, err
 }
 

@@ -83,11 +83,7 @@ gateways asked ("gateways") and those that failed ("failed"). --limit is
 					return fs.usagef("--day %q: want YYYY-MM-DD", *day)
 				}
 				q.Day = d
-				f, err := parseFormat(fs, *formatFlag)
-				if err != nil {
-					return err
-				}
-				c, err := conn.client(fs)
+				f, c, err := conn.formatAndClient(fs, *formatFlag)
 				if err != nil {
 					return err
 				}

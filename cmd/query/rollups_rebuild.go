@@ -45,11 +45,7 @@ rows_retracted.
 				if err != nil {
 					return err
 				}
-				f, err := parseFormat(fs, *formatFlag)
-				if err != nil {
-					return err
-				}
-				c, err := conn.client(fs)
+				f, c, err := conn.formatAndClient(fs, *formatFlag)
 				if err != nil {
 					return err
 				}

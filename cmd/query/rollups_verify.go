@@ -38,11 +38,7 @@ raw_rows, rollup_rows and mismatches (device, metric, raw, rollup).
 				if _, err := model.ParseDay(*day); err != nil {
 					return fs.usagef("--day %q: want YYYY-MM-DD", *day)
 				}
-				f, err := parseFormat(fs, *formatFlag)
-				if err != nil {
-					return err
-				}
-				c, err := conn.client(fs)
+				f, c, err := conn.formatAndClient(fs, *formatFlag)
 				if err != nil {
 					return err
 				}
