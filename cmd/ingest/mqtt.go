@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,24 +94,18 @@ func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, certs *certSources, q
 	if err != nil {
 		return nil, nil, err
 	}
-	var closed atomic.Bool // the embedded broker counts as connected while it runs
-	ready := func() error {
-		if closed.Load() {
-			return errors.New("the embedded broker is stopped")
-		}
-		return nil
-	}
 	if mc.Embedded.AllowAnonymous {
 		logger.Warn("THE EMBEDDED MQTT BROKER ACCEPTS ANONYMOUS CLIENTS: anyone who reaches it can publish readings for any device; set mqtt.embedded.users and allow_anonymous: false before exposing it",
 			"listen", b.Addr())
 	}
 	logger.Info("embedded mqtt broker listening", "addr", b.Addr(), "tls_addr", b.TLSAddr(), "accounts", len(mc.Embedded.Users))
+	// No readiness check: the broker runs until this stop function, which
+	// runs after /readyz already answers 503 for the shutdown.
 	return func(time.Duration) {
-		closed.Store(true)
 		if err := b.Close(); err != nil {
 			logger.Error("close embedded mqtt broker", "err", err)
 		} else {
 			logger.Info("embedded mqtt broker stopped")
 		}
-	}, ready, nil
+	}, nil, nil
 }

@@ -72,6 +72,17 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		return err
 	}
 	defer stopRetention() // before the rollup and raw stores close
+	// What depends on the configuration alone is loaded before the write
+	// pipeline starts, so that a bad key or certificate stops nothing.
+	keys, err := cursorKeys(cfg, logger)
+	if err != nil {
+		return err
+	}
+	certs := newCertSources(logger.With("component", "tls"), reg)
+	httpTLS, err := certs.serverConfig(cfg.HTTP.TLS)
+	if err != nil {
+		return fmt.Errorf("http.tls: %w", err)
+	}
 	mqttBuckets(&cfg, logger)
 	cfg.Buckets.Reserve = buckets.DefaultReserve(cfg.Buckets)
 	sinkOpts := ru.sinkOptions()
@@ -87,19 +98,8 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		MaxInflightBodyBytes: cfg.HTTP.MaxInflightBodyBytes, BodyAdmissionTimeout: cfg.HTTP.BodyAdmissionTimeout,
 		Horizon: horizon(cfg.Retention),
 	}, quotas.Writer(sk), time.Now, logger.With("component", "http"), reg)
-	keys, err := cursorKeys(cfg, logger)
-	if err != nil {
-		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
-		return err
-	}
 	readOpts := []readapi.Option{readapi.WithConfig(cfg.Read), readapi.WithCursorKeys(keys)}
 	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), append(readOpts, readapi.WithSettle(sk.Settle), readapi.WithReconciles(sk.Reconciles), readapi.WithHottest(sk.Hottest), readapi.WithRecount(cfg.Buckets.MaxRows))...)
-	certs := newCertSources(logger.With("component", "tls"), reg)
-	httpTLS, err := certs.serverConfig(cfg.HTTP.TLS)
-	if err != nil {
-		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
-		return fmt.Errorf("http.tls: %w", err)
-	}
 	stopMQTT, mqttReady, err := startMQTT(cfg, sk, certs, quotas, logger, reg)
 	if err != nil {
 		shutdownSink(sk, cfg.HTTP.ShutdownTimeout, logger)
