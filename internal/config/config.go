@@ -225,11 +225,8 @@ func LoadSources(src Sources) (Config, Loaded, error) {
 		if err := checkUnknown(v, def); err != nil {
 			return Config{}, l, fmt.Errorf("config %s: %w", file, err)
 		}
-		fv := viper.New()
-		fv.SetConfigFile(file)
-		fv.SetConfigType("yaml")
-		if err := fv.ReadInConfig(); err == nil {
-			for _, k := range fv.AllKeys() {
+		for _, k := range v.AllKeys() {
+			if v.InConfig(k) {
 				l.Origin[originKey(k)] = "file"
 			}
 		}
