@@ -5,6 +5,8 @@ package httpx
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -75,4 +77,29 @@ func TooMany(w http.ResponseWriter, retryAfter time.Duration, msg string) {
 func setRetryAfter(w http.ResponseWriter, d time.Duration) {
 	secs := max(1, int((d+time.Second-1)/time.Second))
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
+}
+
+// ReadTimeout bounds a read by the read.timeout setting, and answers a read
+// that its context stopped: the read API, the rollup API and the audit log
+// share it.
+type ReadTimeout struct {
+	Timeout time.Duration
+}
+
+// Deadline returns r's context bounded by the timeout, and its cancel.
+func (t ReadTimeout) Deadline(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), t.Timeout)
+}
+
+// Stopped answers r if err ended it through its context (see ReadTimeout),
+// and says so; false leaves the answer to the caller.
+func (t ReadTimeout) Stopped(w http.ResponseWriter, r *http.Request, what string, err error) bool {
+	switch {
+	case r.Context().Err() != nil:
+		return true // the client is gone: nobody to answer
+	case errors.Is(err, context.DeadlineExceeded):
+		Error(w, http.StatusGatewayTimeout, fmt.Sprintf("%s took longer than read.timeout (%s): narrow the range", what, t.Timeout))
+		return true
+	}
+	return false
 }

@@ -114,7 +114,7 @@ func EphemeralKeys() *cursor.Keys {
 
 // Deadline returns the request's context bounded by read.timeout.
 func (h *Handler) deadline(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), h.cfg.Timeout)
+	return httpx.ReadTimeout{Timeout: h.cfg.Timeout}.Deadline(r)
 }
 
 // openCursor checks the cursor parameter, if any, against the query: its
@@ -183,8 +183,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		httpx.Error(w, http.StatusBadRequest, err.Error())
 	case r.Context().Err() != nil:
 		h.logger.DebugContext(r.Context(), "read abandoned by the client", "path", r.URL.Path, "err", err)
-	case errors.Is(err, context.DeadlineExceeded):
-		httpx.Error(w, http.StatusGatewayTimeout, fmt.Sprintf("the read took longer than read.timeout (%s): narrow the range or lower the limit", h.cfg.Timeout))
+	case httpx.ReadTimeout{Timeout: h.cfg.Timeout}.Stopped(w, r, "the read", err):
 	default:
 		h.logger.ErrorContext(r.Context(), "read", "err", err)
 		httpx.Error(w, http.StatusInternalServerError, "read failed: "+err.Error())

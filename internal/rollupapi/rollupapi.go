@@ -174,15 +174,14 @@ func (h *Handler) span(r *http.Request) (int64, int64, error) {
 
 // deadline returns the request's context bounded by read.timeout.
 func (h *Handler) deadline(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), h.read.Timeout)
+	return httpx.ReadTimeout{Timeout: h.read.Timeout}.Deadline(r)
 }
 
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
 	switch {
 	case r.Context().Err() != nil:
 		h.logger.DebugContext(r.Context(), what+": abandoned by the client", "err", err)
-	case errors.Is(err, context.DeadlineExceeded):
-		httpx.Error(w, http.StatusGatewayTimeout, fmt.Sprintf("%s: took longer than read.timeout (%s): narrow the range", what, h.read.Timeout))
+	case httpx.ReadTimeout{Timeout: h.read.Timeout}.Stopped(w, r, what, err):
 	default:
 		h.logger.ErrorContext(r.Context(), what, "err", err)
 		httpx.Error(w, http.StatusBadGateway, what+": "+err.Error())

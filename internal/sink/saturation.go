@@ -29,6 +29,8 @@ func (s *Sink) Saturated(now time.Time) time.Duration {
 	if since == 0 {
 		return 0
 	}
+	// The budget has no read-only view: the check holds a batch's room for
+	// an instant, and only while the pipeline already refuses writes.
 	probe := int64(min(s.cfg.BatchRows, s.cfg.QueueRows))
 	if s.budget.TryAcquire(probe) {
 		s.budget.Release(probe)

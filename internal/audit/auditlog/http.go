@@ -56,7 +56,7 @@ func (h *handler) route(fn func(w http.ResponseWriter, r *http.Request, tenant, 
 		ctx := r.Context()
 		if h.lim.Timeout > 0 {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, h.lim.Timeout)
+			ctx, cancel = httpx.ReadTimeout{Timeout: h.lim.Timeout}.Deadline(r)
 			defer cancel()
 		}
 		if err := fn(w, r.WithContext(ctx), httpx.Tenant(ctx), s); err != nil {
@@ -85,9 +85,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		httpx.Error(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, errBadParam):
 		httpx.Error(w, http.StatusBadRequest, err.Error())
-	case r.Context().Err() != nil: // the client is gone
-	case errors.Is(err, context.DeadlineExceeded):
-		httpx.Error(w, http.StatusGatewayTimeout, fmt.Sprintf("the audit log read took longer than read.timeout (%s): narrow the range", h.lim.Timeout))
+	case httpx.ReadTimeout{Timeout: h.lim.Timeout}.Stopped(w, r, "the audit log read", err):
 	default:
 		h.logger.Error("audit log read", "path", r.URL.Path, "err", err)
 		httpx.Error(w, http.StatusInternalServerError, err.Error())
