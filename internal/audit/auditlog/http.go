@@ -225,7 +225,7 @@ func (h *handler) verify(w http.ResponseWriter, r *http.Request, tenant, s strin
 		return fmt.Errorf("%w: from..to must be 1-%d days (read.max_days), got %s..%s", errBadParam, h.lim.MaxDays, from, to)
 	}
 	start := time.Now()
-	rep, err := h.l.Verify(r.Context(), tenant, s, from, to)
+	rep, err := h.l.verify(r.Context(), tenant, s, recs, from, to) // the records read above: once per request
 	if err != nil {
 		return err
 	}

@@ -75,6 +75,11 @@ func (l *Log) Verify(ctx context.Context, tenant, name string, from, to model.Da
 	if err != nil {
 		return nil, err
 	}
+	return l.verify(ctx, tenant, name, recs, from, to)
+}
+
+// verify is Verify over the stream's seal records, read by the caller.
+func (l *Log) verify(ctx context.Context, tenant, name string, recs []*DayRecord, from, to model.Day) (*Report, error) {
 	rep := &Report{Origin: l.origin(tenant, name)}
 	rep.Problems = CheckChain(rep.Origin, recs, l.keys.Verifiers)
 	byDay := make(map[model.Day]int, len(recs))
