@@ -117,7 +117,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		GetReadings:  read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Extra: extraRoutes(ru.routes(), auditRoutes(al, cfg.Read, logger), map[string]http.HandlerFunc{
-			"GET /v1/deadletters":    readapi.DeadLetters(st, time.Now, logger.With("component", "read"), readOpts...),
+			"GET /v1/deadletters":    read.DeadLetters(st),
 			"GET /v1/partitions/top": read.TopPartitions,
 		}),
 		Log:   logger.With("component", "http"),

@@ -72,7 +72,7 @@ func directHTTP(ctx context.Context, cfgFile, tenant string, timeout time.Durati
 		PostReadings: refuse, PostAudit: refuse,
 		GetReadings: read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Extra: map[string]http.HandlerFunc{
-			"GET /v1/deadletters":    readapi.DeadLetters(st, time.Now, logger, opts...),
+			"GET /v1/deadletters":    read.DeadLetters(st),
 			"GET /v1/partitions/top": read.TopPartitions,
 		},
 	})

@@ -58,7 +58,7 @@ func TestReadTimeout(t *testing.T) {
 // read.max_days bounds every range, and the answer names it.
 func TestMaxDays(t *testing.T) {
 	h := readapi.New(&slowStore{}, time.Now, slog.New(slog.DiscardHandler), readapi.WithConfig(readapi.Config{Timeout: time.Second, MaxDays: 2}))
-	dl := readapi.DeadLetters(nil, time.Now, slog.New(slog.DiscardHandler), readapi.WithConfig(readapi.Config{Timeout: time.Second, MaxDays: 2}))
+	dl := readapi.New(nil, time.Now, slog.New(slog.DiscardHandler), readapi.WithConfig(readapi.Config{Timeout: time.Second, MaxDays: 2})).DeadLetters(nil)
 	srv := httptest.NewServer(server.Handler([]server.Token{{Token: "read-token", Tenant: "acme"}}, server.Routes{
 		GetReadings: h.Readings, GetAudit: h.Audit, Extra: map[string]http.HandlerFunc{"GET /v1/deadletters": dl},
 	}))

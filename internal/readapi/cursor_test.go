@@ -83,7 +83,7 @@ func TestCursorsAreSealed(t *testing.T) {
 		h := readapi.New(st, clock, quiet, opt)
 		srv := httptest.NewServer(server.Handler([]server.Token{{Token: "acme-token", Tenant: "acme"}, {Token: "other-token", Tenant: "other"}}, server.Routes{
 			GetReadings: h.Readings, GetAudit: h.Audit,
-			Extra: map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.DeadLetters(st, clock, quiet, opt)},
+			Extra: map[string]http.HandlerFunc{"GET /v1/deadletters": readapi.New(nil, clock, quiet, opt).DeadLetters(st)},
 		}))
 		t.Cleanup(srv.Close)
 		return srv.URL

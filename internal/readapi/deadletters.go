@@ -3,11 +3,9 @@ package readapi
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/cursor"
 	"github.com/sluicehq/sluice/internal/httpx"
@@ -33,9 +31,8 @@ const deadLettersKind = "deadletters"
 
 // DeadLetters serves GET /v1/deadletters?from=&to=&limit=&cursor=: the
 // authenticated tenant's dead letters in [from, to) (default: the last 24
-// hours), oldest first. opts are those of New (WithConfig, WithCursorKeys).
-func DeadLetters(st DeadLetterStore, now func() time.Time, logger *slog.Logger, opts ...Option) http.HandlerFunc {
-	h := New(nil, now, logger, opts...)
+// hours), oldest first, under h's limits and cursor keys.
+func (h *Handler) DeadLetters(st DeadLetterStore) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		v := r.URL.Query()
 		tenant := httpx.Tenant(r.Context())
@@ -84,7 +81,7 @@ func DeadLetters(st DeadLetterStore, now func() time.Time, logger *slog.Logger, 
 			dls, err := st.ScanDeadLetters(ctx, tenant, d, store.Range{From: from, To: to, After: after}, limit+1-len(out))
 			if err != nil {
 				if ctx.Err() == nil {
-					logger.ErrorContext(r.Context(), "read dead letters", "tenant", tenant, "day", d, "err", err)
+					h.logger.ErrorContext(r.Context(), "read dead letters", "tenant", tenant, "day", d, "err", err)
 				}
 				h.fail(w, r, fmt.Errorf("read dead letters of %s: %w", d, err))
 				return

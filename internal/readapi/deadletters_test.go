@@ -42,7 +42,7 @@ func TestDeadLettersPaging(t *testing.T) {
 	if err := st.Commit(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
-	h := readapi.DeadLetters(st, func() time.Time { return now }, slog.New(slog.DiscardHandler))
+	h := readapi.New(nil, func() time.Time { return now }, slog.New(slog.DiscardHandler)).DeadLetters(st)
 	srv := httptest.NewServer(server.Handler([]server.Token{{Token: "read-token", Tenant: "acme"}}, server.Routes{
 		Extra: map[string]http.HandlerFunc{"GET /v1/deadletters": h},
 	}))
