@@ -305,7 +305,7 @@ func (h *Handler) Rebuild(w http.ResponseWriter, r *http.Request) {
 	if h.marks != nil {
 		before = h.marks.DirtySeq()
 	}
-	res, err := rollupfeed.Rebuild(ctx, h.raw, h.dst, tenant, device, from, to, h.read.MaxDays,
+	res, err := rollupfeed.Rebuild(ctx, h.raw, h.dst, tenant, device, from, to,
 		rollupfeed.Version(h.now()), func(p rollupfeed.Progress) {
 			send(ProgressLine{Done: p.Done, Total: p.Total, Device: p.Device, Day: p.Day.String()})
 		})

@@ -337,7 +337,7 @@ func TestRebuildAndVerifyAfterDamage(t *testing.T) {
 		}
 
 		var steps []Progress
-		rb, err := Rebuild(ctx, r.raw, dst, "acme", "", from, to, 400, Version(time.Now()), func(p Progress) { steps = append(steps, p) })
+		rb, err := Rebuild(ctx, r.raw, dst, "acme", "", from, to, Version(time.Now()), func(p Progress) { steps = append(steps, p) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -355,7 +355,7 @@ func TestRebuildAndVerifyAfterDamage(t *testing.T) {
 			t.Errorf("a's power after rebuild differs from the live rollups (-live +rebuilt):\n%s", diff)
 		}
 		// Rebuilding again changes nothing.
-		if _, err := Rebuild(ctx, r.raw, dst, "acme", "b", from, to, 400, Version(time.Now()), nil); err != nil {
+		if _, err := Rebuild(ctx, r.raw, dst, "acme", "b", from, to, Version(time.Now()), nil); err != nil {
 			t.Fatal(err)
 		}
 		if res, _ := Verify(ctx, r.raw, dst, "acme", day); len(res.Mismatches) != 0 {

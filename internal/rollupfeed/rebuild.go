@@ -43,15 +43,12 @@ type RebuildResult = wire.RebuildResult
 // with writer rollup.RebuildWriter and version, and every other live row of
 // those minutes gets a tombstone of that version. version must be higher
 // than any version written before (the current time in ns). from and to
-// must lie in the valid time range (model.CheckTime), at most maxDays UTC
-// days apart; the rebuild stops when ctx ends.
-func Rebuild(ctx context.Context, raw Raw, dst Backend, tenant, device string, from, to int64, maxDays int, version uint64, progress func(Progress)) (RebuildResult, error) {
-	days, err := model.SpanDays(from, to)
-	if err != nil {
+// must lie in the valid time range (model.CheckTime); how many days they
+// may span is the caller's limit (the rollup API checks read.max_days
+// before it starts). The rebuild stops when ctx ends.
+func Rebuild(ctx context.Context, raw Raw, dst Backend, tenant, device string, from, to int64, version uint64, progress func(Progress)) (RebuildResult, error) {
+	if _, err := model.SpanDays(from, to); err != nil {
 		return RebuildResult{}, fmt.Errorf("rebuild range: %w", err)
-	}
-	if days > int64(maxDays) {
-		return RebuildResult{}, fmt.Errorf("rebuild range: spans %d days, more than %d", days, maxDays)
 	}
 	from = rollup.MinuteOf(from)
 	if m := rollup.MinuteOf(to); m < to {

@@ -45,7 +45,7 @@ func TestRebuildRetractsMinutesWithoutReadings(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Rebuild(ctx, raw, dst, "acme", "", day.Start(), day.End(), 1, 2, nil); err != nil {
+	if _, err := Rebuild(ctx, raw, dst, "acme", "", day.Start(), day.End(), 2, nil); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := dst.Rows(ctx, rollup.Filter{Tenant: "acme", Device: "d", From: day.Start(), To: day.End()})
