@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -148,14 +149,12 @@ func (c *connFlags) client(fs *flagSet) (*client.Client, error) {
 	if c.tenant != "" || c.config != "" {
 		return nil, fs.usagef("--tenant and --config only apply with --direct")
 	}
-	url := c.url
-	if url == "" {
-		url = e.getenv("SLUICE_URL")
-	}
-	if url == "" {
-		url = defaultURL
-	}
-	return c.gatewayClient(fs, url, "--url", "")
+	return c.gatewayClient(fs, c.gatewayURL(e), "--url", "")
+}
+
+// gatewayURL is --url, else SLUICE_URL, else the default.
+func (c *connFlags) gatewayURL(e *env) string {
+	return cmp.Or(c.url, e.getenv("SLUICE_URL"), defaultURL)
 }
 
 // gatewayClient returns a client of the gateway at url, which flag named.

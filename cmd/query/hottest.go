@@ -177,11 +177,7 @@ func hottestURLs(fs *flagSet, conn *connFlags, urls string) (list []string, flag
 		return []string{conn.url}, "--url", nil
 	default:
 		if urls = fs.e.getenv("SLUICE_URLS"); urls == "" {
-			u := fs.e.getenv("SLUICE_URL")
-			if u == "" {
-				u = defaultURL
-			}
-			return []string{u}, "--url", nil
+			return []string{conn.gatewayURL(fs.e)}, "--url", nil
 		}
 		flag = "SLUICE_URLS"
 	}
