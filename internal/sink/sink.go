@@ -201,8 +201,8 @@ type batch struct {
 	entries []*buckets.Partition // the partitions of b.Catalogue, in its order
 	waiters []*pending
 	ids     []store.AuditID
-	events  map[store.AuditID]*model.AuditEvent // the events of ids, for the conflict check
-	after   []*batch                            // batches in flight with a catalogue entry of this one
+	events  []*model.AuditEvent // the events of ids, in their order, for the conflict check
+	after   []*batch            // batches in flight with a catalogue entry of this one
 	// deps are batches in flight that carry the catalogue entries of
 	// partitions this batch writes rows to: its requests succeed only if
 	// they do.
@@ -230,7 +230,7 @@ type Sink struct {
 	mu       sync.Mutex // guards closed, sends, inflight, catalogue, flight and failed
 	closed   bool
 	sends    sync.WaitGroup
-	inflight map[store.AuditID]*batch // audit ids in batches not yet committed
+	inflight map[store.AuditID]dup // audit ids in batches not yet committed, with their batch and event
 	// catalogue maps a partition to the last batch not yet committed that
 	// carries its catalogue entry.
 	catalogue map[*buckets.Partition]*batch
@@ -303,7 +303,7 @@ func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg pro
 		hot:       hotparts.New(cfg.HotPartitions, hotparts.DefaultTau),
 		budget:    semaphore.NewWeighted(int64(cfg.QueueRows)),
 		in:        make(chan *pending, 4096),
-		inflight:  make(map[store.AuditID]*batch),
+		inflight:  make(map[store.AuditID]dup),
 		catalogue: make(map[*buckets.Partition]*batch),
 		flight:    make(map[*batch]struct{}),
 		failed:    make(map[*buckets.Partition]struct{}),
@@ -767,10 +767,7 @@ func (s *Sink) plan(group []*pending) {
 		}
 		bt.ids = append(bt.ids, ids...)
 		for _, id := range ids {
-			if bt.events == nil {
-				bt.events = make(map[store.AuditID]*model.AuditEvent)
-			}
-			bt.events[id] = dups[id].ev
+			bt.events = append(bt.events, dups[id].ev)
 		}
 		if len(dupOf) > 0 {
 			p.dupOf = append([]*batch(nil), dupOf...)
@@ -900,8 +897,8 @@ func (s *Sink) submit(bt *batch, entries []buckets.Entry, written map[*buckets.P
 	if s.versions != nil {
 		bt.b.Version = s.versions.Version()
 	}
-	for _, id := range bt.ids {
-		s.inflight[id] = bt
+	for i, id := range bt.ids {
+		s.inflight[id] = dup{bt: bt, ev: bt.events[i]}
 	}
 	for _, pt := range bt.entries {
 		if prev, ok := s.catalogue[pt]; ok && s.versions == nil && !slices.Contains(bt.after, prev) {
@@ -1118,8 +1115,8 @@ func (s *Sink) auditDuplicates(ctx context.Context, group []*pending) (map[store
 		for i := range p.req.Audit {
 			e := &p.req.Audit[i]
 			id := store.AuditID{Tenant: p.req.Tenant, Day: model.DayOf(e.TS), EventID: e.EventID}
-			if bt, ok := s.inflight[id]; ok {
-				dups[id] = dup{bt: bt, ev: bt.events[id]}
+			if d, ok := s.inflight[id]; ok {
+				dups[id] = d
 				continue
 			}
 			ids = append(ids, id)
@@ -1198,7 +1195,7 @@ func (s *Sink) committer() {
 		}
 		s.mu.Lock()
 		for _, id := range bt.ids {
-			if s.inflight[id] == bt {
+			if s.inflight[id].bt == bt {
 				delete(s.inflight, id)
 			}
 		}
