@@ -233,7 +233,12 @@ func (l *Log) Seal(ctx context.Context, tenant, stream string, d model.Day) (*Da
 // eachEvent calls fn with the events of a stream-day in (ts, event_id)
 // order.
 func eachEvent(ctx context.Context, st reader.Store, tenant, stream string, d model.Day, fn func(*model.AuditEvent) error) error {
-	q := reader.Query{Tenant: tenant, Series: stream, From: d.Start(), To: d.End(), Limit: reader.MaxLimit}
+	return eachEventIn(ctx, st, tenant, stream, d.Start(), d.End(), fn)
+}
+
+// eachEventIn is eachEvent over the events of [from, to).
+func eachEventIn(ctx context.Context, st reader.Store, tenant, stream string, from, to int64, fn func(*model.AuditEvent) error) error {
+	q := reader.Query{Tenant: tenant, Series: stream, From: from, To: to, Limit: reader.MaxLimit}
 	for {
 		evs, next, err := reader.Audit(ctx, st, q)
 		if err != nil {

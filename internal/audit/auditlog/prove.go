@@ -91,15 +91,32 @@ func (l *Log) Inclusion(ctx context.Context, tenant, name string, d model.Day, e
 	if err != nil {
 		return p, err
 	}
-	// Find the event's leaf and its canonical bytes.
-	var ev *model.AuditEvent
-	err = eachEvent(ctx, l.st, tenant, name, d, func(e *model.AuditEvent) error {
-		if e.EventID == eventID {
-			c := *e
-			ev = &c
+	// Find the event's leaf and its canonical bytes. The stored leaves name
+	// the event's ts, so only that millisecond's events are read; an event
+	// they do not name (inserted after the seal) is looked for in the day.
+	from, to := d.Start(), d.End()
+	err = l.st.AuditLeaves(ctx, tenant, name, d, func(lf store.AuditLeaf) error {
+		if lf.EventID == eventID {
+			from, to = lf.TS, lf.TS+1
+			return errFound
 		}
 		return nil
 	})
+	if err != nil && !errors.Is(err, errFound) {
+		return p, err
+	}
+	var ev *model.AuditEvent
+	err = eachEventIn(ctx, l.st, tenant, name, from, to, func(e *model.AuditEvent) error {
+		if e.EventID == eventID {
+			c := *e
+			ev = &c
+			return errFound
+		}
+		return nil
+	})
+	if errors.Is(err, errFound) {
+		err = nil
+	}
 	if err != nil {
 		return p, err
 	}
@@ -149,3 +166,6 @@ func (l *Log) Consistency(ctx context.Context, tenant, name string, oldSize, new
 	}
 	return p, nil
 }
+
+// errFound stops a walk that found what it looked for.
+var errFound = errors.New("found")
