@@ -3,8 +3,6 @@ package cqlstore
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -71,13 +69,7 @@ func (s *Store) PutAuditSeal(ctx context.Context, seal store.AuditSeal, replace 
 
 // PutAuditLeaves stores one chunk of a stream-day's leaves.
 func (s *Store) PutAuditLeaves(ctx context.Context, tenant, stream string, d model.Day, chunk uint32, leaves []store.AuditLeaf) error {
-	var v []byte
-	for _, l := range leaves {
-		v = binary.BigEndian.AppendUint64(v, uint64(l.TS))
-		v = binary.AppendUvarint(v, uint64(len(l.EventID)))
-		v = append(v, l.EventID...)
-		v = append(v, l.Hash[:]...)
-	}
+	v := store.AppendAuditLeaves(nil, leaves)
 	err := s.do(ctx, "audit_leaves_write", func(ctx context.Context) error {
 		return s.sess.Query(`INSERT INTO audit_leaves (tenant, stream, day, chunk, leaves) VALUES (?, ?, ?, ?, ?)`,
 			tenant, stream, dayValue(d), int32(chunk), v).Consistency(s.writeCL).Idempotent(true).ExecContext(ctx)
@@ -88,8 +80,6 @@ func (s *Store) PutAuditLeaves(ctx context.Context, tenant, stream string, d mod
 	return nil
 }
 
-var errBadLeaves = errors.New("corrupt leaves chunk")
-
 // AuditLeaves calls fn with the stored leaves of a stream-day in order.
 func (s *Store) AuditLeaves(ctx context.Context, tenant, stream string, d model.Day, fn func(store.AuditLeaf) error) error {
 	return s.do(ctx, "audit_leaves_read", func(ctx context.Context) error {
@@ -97,27 +87,9 @@ func (s *Store) AuditLeaves(ctx context.Context, tenant, stream string, d model.
 			PageSize(16).IterContext(ctx)
 		var v []byte
 		for it.Scan(&v) {
-			for len(v) > 0 {
-				var l store.AuditLeaf
-				if len(v) < 8 {
-					_ = it.Close()
-					return errBadLeaves
-				}
-				l.TS = int64(binary.BigEndian.Uint64(v))
-				v = v[8:]
-				n, k := binary.Uvarint(v)
-				if k <= 0 || uint64(len(v)-k) < n+32 {
-					_ = it.Close()
-					return errBadLeaves
-				}
-				l.EventID = string(v[k : k+int(n)])
-				v = v[k+int(n):]
-				copy(l.Hash[:], v)
-				v = v[32:]
-				if err := fn(l); err != nil {
-					_ = it.Close()
-					return err
-				}
+			if err := store.EachAuditLeaf(v, fn); err != nil {
+				_ = it.Close()
+				return err
 			}
 		}
 		return it.Close()

@@ -96,13 +96,7 @@ func (s *Store) PutAuditLeaves(ctx context.Context, tenant, stream string, d mod
 		return err
 	}
 	key := binary.BigEndian.AppendUint32(leavesPrefix(nil, tenant, stream, d), chunk)
-	var v []byte
-	for _, l := range leaves {
-		v = appendTS(v, l.TS)
-		v = appendBytes(v, []byte(l.EventID))
-		v = append(v, l.Hash[:]...)
-	}
-	if err := s.db.Set(key, v, pebble.NoSync); err != nil {
+	if err := s.db.Set(key, store.AppendAuditLeaves(nil, leaves), pebble.NoSync); err != nil {
 		return fmt.Errorf("store leaves of %s/%s/%s: %w", tenant, stream, d, err)
 	}
 	return nil
@@ -121,25 +115,11 @@ func (s *Store) AuditLeaves(ctx context.Context, tenant, stream string, d model.
 		if len(it.Key()) != len(prefix)+4 {
 			continue
 		}
-		v := it.Value()
-		for len(v) > 0 {
-			var l store.AuditLeaf
-			if len(v) < 8 {
-				return fmt.Errorf("leaves of %s/%s/%s: %w", tenant, stream, d, errCorrupt)
+		if err := store.EachAuditLeaf(it.Value(), fn); err != nil {
+			if errors.Is(err, store.ErrCorruptLeaves) {
+				return fmt.Errorf("leaves of %s/%s/%s: %w", tenant, stream, d, err)
 			}
-			l.TS = int64(binary.BigEndian.Uint64(v) ^ 1<<63)
-			v = v[8:]
-			n, k := binary.Uvarint(v)
-			if k <= 0 || uint64(len(v)-k) < n+32 {
-				return fmt.Errorf("leaves of %s/%s/%s: %w", tenant, stream, d, errCorrupt)
-			}
-			l.EventID = string(v[k : k+int(n)])
-			v = v[k+int(n):]
-			copy(l.Hash[:], v)
-			v = v[32:]
-			if err := fn(l); err != nil {
-				return err
-			}
+			return err
 		}
 	}
 	return it.Error()
