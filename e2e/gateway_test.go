@@ -49,7 +49,7 @@ const token = "e2e-token-1"
 
 // gateway is a running ingest process.
 type gateway struct {
-	t       *testing.T
+	t       testing.TB
 	cmd     *exec.Cmd
 	url     string
 	dataDir string
@@ -63,7 +63,7 @@ var readyLine = regexp.MustCompile(`msg="gateway ready" http_addr=(\S+)|"msg":"g
 
 // startGateway runs ingest with the embedded store in dataDir and extra
 // SLUICE_* settings, and waits until it listens.
-func startGateway(t *testing.T, dataDir string, env ...string) *gateway {
+func startGateway(t testing.TB, dataDir string, env ...string) *gateway {
 	t.Helper()
 	g := &gateway{t: t, dataDir: dataDir, exited: make(chan error, 1)}
 	g.cmd = exec.Command(filepath.Join(bin, "ingest"))
@@ -172,7 +172,7 @@ func (g *gateway) query(args ...string) (string, string) {
 }
 
 // queryT is query failing t (a subtest of the gateway's test) instead.
-func (g *gateway) queryT(t *testing.T, args ...string) (string, string) {
+func (g *gateway) queryT(t testing.TB, args ...string) (string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

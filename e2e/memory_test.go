@@ -18,7 +18,7 @@ import (
 )
 
 // vmHWM returns the peak resident set size of process pid, in bytes.
-func vmHWM(t *testing.T, pid int) int64 {
+func vmHWM(t testing.TB, pid int) int64 {
 	t.Helper()
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

@@ -48,17 +48,22 @@ type benchReading struct {
 	temp   float64
 }
 
-// benchData returns benchBodies requests of benchReadings readings each.
-func benchData() ([][]benchReading, [][]byte) { return benchDataOf(benchDevices) }
-
-// benchDataOf is benchData with readings from devices devices.
+// benchDataOf returns benchBodies requests of benchReadings readings each,
+// from devices devices, scattered at random over yesterday.
 func benchDataOf(devices int) ([][]benchReading, [][]byte) {
+	return benchBackfill(benchBodies, devices)
+}
+
+// benchBackfill returns n distinct requests of benchReadings readings each,
+// from devices devices, scattered at random over yesterday.
+func benchBackfill(n, devices int) ([][]benchReading, [][]byte) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	base := time.Now().UTC().Truncate(24 * time.Hour).Add(-24 * time.Hour).UnixMilli()
-	reqs := make([][]benchReading, benchBodies)
-	bodies := make([][]byte, benchBodies)
+	reqs := make([][]benchReading, n)
+	bodies := make([][]byte, n)
 	for i := range reqs {
-		var b bytes.Buffer
+		b := make([]byte, 0, 110*benchReadings)
+		reqs[i] = make([]benchReading, 0, benchReadings)
 		for j := range benchReadings {
 			r := benchReading{
 				device: fmt.Sprintf("dev-%06d", rng.IntN(devices)),
@@ -67,10 +72,9 @@ func benchDataOf(devices int) ([][]benchReading, [][]byte) {
 				temp:   float64(rng.IntN(1000)) / 10,
 			}
 			reqs[i] = append(reqs[i], r)
-			fmt.Fprintf(&b, `{"device_id":%q,"ts":%q,"seq":%d,"metrics":{"rpm":%g,"temp_c":%g}}`+"\n",
-				r.device, time.UnixMilli(r.ts).UTC().Format("2006-01-02T15:04:05.000Z"), j, r.rpm, r.temp)
+			b = appendBenchReading(b, r, j)
 		}
-		bodies[i] = b.Bytes()
+		bodies[i] = b
 	}
 	return reqs, bodies
 }
@@ -79,7 +83,9 @@ func benchDataOf(devices int) ([][]benchReading, [][]byte) {
 // per benchLiveEvery, so each request carries the next 1,000 readings in
 // time order (request k holds readings k*1000..k*1000+999 of the stream, as
 // many distinct bodies as the run posts). backfill: readings scattered at
-// random over a whole past day, the 64 bodies of benchData posted in turn.
+// random over a whole past day, every body distinct (as many as the run
+// posts: a run that posted a few bodies in turn would send most readings
+// again, which the store overwrites and the rollups count once).
 const benchLiveEvery = 10 * time.Second
 
 // benchLive returns n requests of the live workload for devices devices,
@@ -128,7 +134,7 @@ func benchWorkload(name string, n int) ([][]benchReading, [][]byte) {
 	if name == "live" {
 		return benchLive(n, benchDevices)
 	}
-	return benchData()
+	return benchBackfill(n, benchDevices)
 }
 
 var benchWorkloads = []string{"live", "backfill"}

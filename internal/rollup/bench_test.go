@@ -2,6 +2,7 @@ package rollup
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -62,4 +63,49 @@ func BenchmarkAggregatorLive(b *testing.B) {
 	}
 	b.ReportMetric(float64(a.Len()), "windows")
 	b.ReportMetric(float64(rows)/float64(max(emitted, 1)), "rows/emitted")
+}
+
+// BenchmarkAggregatorFleet is a large fleet's workload: every reading is a
+// window of its own (devices report less than once a minute, or a backfill
+// of yesterday), so windows close at the next tick and are kept for
+// KeepClosed, and the bound on windows held is what bounds memory: eviction
+// runs on every tick. One op is one second of the stream: 10,000 readings of
+// 5 metrics from distinct devices, one Advance. It reports the heap held
+// per window at the end.
+func BenchmarkAggregatorFleet(b *testing.B) {
+	const perSecond, metrics, maxWindows = 10_000, 5, 200_000
+	start := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
+	a := New(Config{AllowedLateness: time.Minute, KeepClosed: 10 * time.Minute, MaxWindows: maxWindows}, start)
+	devices := make([]string, 1_000_000)
+	for d := range devices {
+		devices[d] = fmt.Sprintf("dev-%07d", d)
+	}
+	rows := make([]model.ReadingRow, metrics)
+	names := [metrics]string{"temp_c", "humidity", "rpm", "voltage", "rssi"}
+	k := 0
+	second := func() {
+		now := start.Add(time.Duration(k/perSecond+1) * time.Second)
+		for range perSecond {
+			ts := start.Add(-24 * time.Hour).Add(time.Duration(k) * 86 * time.Millisecond).UnixMilli()
+			for m := range rows {
+				rows[m] = model.ReadingRow{TS: ts, Metric: names[m], Value: float64(k % 100)}
+			}
+			a.Add(now, "bench", devices[k%len(devices)], rows)
+			k++
+		}
+		a.Advance(now)
+	}
+	for range 2 * maxWindows / (perSecond * metrics) { // fill to the bound
+		second()
+	}
+	for b.Loop() {
+		second()
+	}
+	b.StopTimer()
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(a.Len()), "windows")
+	b.ReportMetric(float64(ms.HeapAlloc-uint64(len(devices))*32)/float64(a.Len()), "heap_B/window")
+	runtime.KeepAlive(devices)
 }

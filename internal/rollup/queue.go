@@ -8,14 +8,6 @@ type minute int64
 
 func (m minute) heapKey() int64 { return int64(m) }
 
-// expiryEntry says that w may be dropped at (ns, processing time).
-type expiryEntry struct {
-	at int64
-	w  *window
-}
-
-func (e expiryEntry) heapKey() int64 { return e.at }
-
 // heap is a binary min-heap by heapKey. The smallest element is h[0].
 type heap[T keyed] []T
 
@@ -45,22 +37,6 @@ func (h *heap[T]) pop() T {
 	return top
 }
 
-// filter keeps the elements for which keep is true, and restores the heap.
-func (h *heap[T]) filter(keep func(T) bool) {
-	s := *h
-	kept := s[:0]
-	for _, v := range s {
-		if keep(v) {
-			kept = append(kept, v)
-		}
-	}
-	clear(s[len(kept):]) // no pointer kept past the end
-	for i := len(kept)/2 - 1; i >= 0; i-- {
-		kept.down(i)
-	}
-	*h = kept
-}
-
 // down moves s[i] down to its place.
 func (s heap[T]) down(i int) {
 	n := len(s)
@@ -78,4 +54,35 @@ func (s heap[T]) down(i int) {
 		s[i], s[c] = s[c], s[i]
 		i = c
 	}
+}
+
+// keptList is the intrusive, doubly linked list of kept windows, oldest
+// keptAt at the head.
+type keptList struct{ head, tail *window }
+
+// pushBack appends w, which is in no list, as kept since at.
+func (l *keptList) pushBack(w *window, at int64) {
+	w.kept, w.keptAt = true, at
+	w.prev, w.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = w
+	} else {
+		l.head = w
+	}
+	l.tail = w
+}
+
+// remove unlinks w, which is in the list.
+func (l *keptList) remove(w *window) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		l.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		l.tail = w.prev
+	}
+	w.kept, w.prev, w.next = false, nil, nil
 }

@@ -21,15 +21,58 @@ type refAggregator struct {
 	cfg      Config
 	windows  map[Key]*refWindow
 	nextPart uint64
+	nextSeq  uint64
 	lastVer  uint64
 	stats    Stats
 }
 
+// refWindow: kept says the window's minute closed and it was emitted with
+// every point it holds; keptAt is when a point last reached it when it was
+// kept (or a repeated row reached it since), and seq the order of those
+// events.
 type refWindow struct {
 	part           uint64
 	touched        int64
 	points         []Point
 	emitted, dirty bool
+	kept           bool
+	keptAt         int64
+	seq            uint64
+}
+
+func (a *refAggregator) keep(w *refWindow, at int64) {
+	a.nextSeq++
+	w.kept, w.keptAt, w.seq = true, at, a.nextSeq
+}
+
+// keptInOrder returns the keys of the kept windows, kept longest first.
+func (a *refAggregator) keptInOrder() []Key {
+	var keys []Key
+	for k, w := range a.windows {
+		if w.kept {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(x, y Key) int { return cmpU64(a.windows[x].seq, a.windows[y].seq) })
+	return keys
+}
+
+func cmpU64(x, y uint64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+// compareParts orders keys, then parts.
+func (a *refAggregator) compareParts(x, y Key) int {
+	if c := compareKeys(x, y); c != 0 {
+		return c
+	}
+	return cmpU64(a.windows[x].part, a.windows[y].part)
 }
 
 func newRef(cfg Config, start time.Time) *refAggregator {
@@ -54,15 +97,18 @@ func (a *refAggregator) add(now time.Time, tenant, device string, rows []model.R
 		if i < len(w.points) && w.points[i].TS == r.TS {
 			if math.Float64bits(w.points[i].Value) == math.Float64bits(r.Value) {
 				a.stats.Duplicates++
+				if w.kept {
+					a.keep(w, now.UnixMilli())
+				}
 				continue
 			}
 			w.points[i].Value = r.Value
-			w.dirty = true
+			w.dirty, w.kept = true, false
 			continue
 		}
 		w.points = slices.Insert(w.points, i, Point{TS: r.TS, Value: r.Value})
 		a.stats.Points++
-		w.dirty = true
+		w.dirty, w.kept = true, false
 	}
 }
 
@@ -83,32 +129,38 @@ func (a *refAggregator) advance(now time.Time) []Row {
 	wm := now.Add(-a.cfg.AllowedLateness).UnixMilli()
 	drop := now.Add(-a.cfg.KeepClosed).UnixMilli()
 	var out []Row
+	var closed []Key
 	for k, w := range a.windows {
-		if k.Minute+MinuteMillis > wm {
-			continue
+		if k.Minute+MinuteMillis <= wm && !w.kept {
+			closed = append(closed, k)
 		}
+	}
+	slices.SortFunc(closed, a.compareParts)
+	for _, k := range closed {
+		w := a.windows[k]
 		if w.dirty {
 			out = a.emit(now, k, w, out)
 		}
-		if w.touched <= drop {
-			delete(a.windows, k)
+		a.keep(w, w.touched)
+	}
+	// Drops go in the order windows were kept, and stop at the first one
+	// whose last point is too recent (one kept later may be older).
+	for _, k := range a.keptInOrder() {
+		if a.windows[k].keptAt > drop {
+			break
 		}
+		delete(a.windows, k)
 	}
 	if len(a.windows) > a.cfg.MaxWindows {
-		keys := make([]Key, 0, len(a.windows))
-		for k := range a.windows {
-			keys = append(keys, k)
-		}
-		slices.SortFunc(keys, func(x, y Key) int {
-			ex, ey := a.windows[x].emitted && !a.windows[x].dirty, a.windows[y].emitted && !a.windows[y].dirty
-			if ex != ey {
-				if ex {
-					return -1
-				}
-				return 1
+		keys := a.keptInOrder()
+		var open []Key
+		for k, w := range a.windows {
+			if !w.kept {
+				open = append(open, k)
 			}
-			return compareKeys(x, y)
-		})
+		}
+		slices.SortFunc(open, a.compareParts)
+		keys = append(keys, open...)
 		for _, k := range keys[:len(keys)-(a.cfg.MaxWindows-a.cfg.MaxWindows/10)] {
 			if w := a.windows[k]; w.dirty {
 				out = a.emit(now, k, w, out)

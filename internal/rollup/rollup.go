@@ -123,10 +123,11 @@ type Config struct {
 	// point arrived, so that a late row re-emits the whole window instead of
 	// starting a new part.
 	KeepClosed time.Duration
-	// MaxWindows bounds the windows held. Beyond it the oldest emitted
-	// windows are dropped first, then the oldest open ones are emitted early
-	// and dropped, until a tenth fewer are held (so that a stream of new
-	// windows does not sort every window held on every tick).
+	// MaxWindows bounds the windows held. Beyond it the closed, emitted
+	// windows kept longest without a new row are dropped first, then the
+	// open ones of the oldest minutes are emitted early and dropped, until a
+	// tenth fewer are held. Eviction costs O(log n) per window dropped: it
+	// never looks at the windows it keeps.
 	MaxWindows int
 	// Writer is this gateway's writer id.
 	Writer uint16
@@ -147,10 +148,11 @@ func (c Config) Validate(prefix string) error {
 	return errors.Join(errs...)
 }
 
-// window is one instance of a window. It is either waiting in the close
-// queue (it is dirty: a point arrived since its last emission) or in the
-// expiry heap (it is closed and clean), or both for a moment; Advance only
-// visits what those two queues say is due.
+// window is one instance of a window. A window held is in exactly one of
+// two places: the close queue, under its minute, while its minute is open or
+// a point arrived since its last emission (it is dirty); or the kept list,
+// once its minute closed and it was emitted. Advance only visits what those
+// say is due.
 type window struct {
 	s       *series
 	metric  string
@@ -161,12 +163,16 @@ type window struct {
 	emitted bool // a version was emitted
 	dirty   bool // points changed since the last emission
 	queued  bool // in the close queue (a.closing)
-	expiry  bool // in the expiry heap (a.expiry)
 	held    bool // held by the Aggregator: false once dropped or evicted
 	pos     int  // index in s.windows
+	// kept: closed and clean, in the kept list; keptAt is when a point last
+	// reached it when it was put there (ms, processing time).
+	kept       bool
+	keptAt     int64
+	prev, next *window
 	// buf holds the first points, so that a window of a device reporting
 	// every few seconds costs one allocation.
-	buf [8]Point
+	buf [1]Point
 }
 
 func (w *window) key() Key {
@@ -221,18 +227,20 @@ type Stats struct {
 // of a group of rows once, then the (metric, minute) of each row among the
 // series' few windows. Advance never scans every window: a window made
 // dirty is put in the close queue under its minute (a late row's minute is
-// already closed, so it comes out at the next Advance), and a closed, clean
-// window waits in the expiry heap ordered by the time it may be dropped
-// (KeepClosed after its last point). Entries are checked when they come out
-// and skipped or pushed again if the window changed meanwhile, so each
-// window is at most once in each queue.
+// already closed, so it comes out at the next Advance); once its minute is
+// closed and it is emitted it goes to the back of the kept list, and a
+// repeated row moves it to the back again. Advance drops the windows whose
+// last point is KeepClosed old from the front of the list, stopping at the
+// first that is younger (a window that waited long for its minute to close
+// can be passed over until those before it go), and eviction takes windows
+// from the front too, in O(1) each.
 type Aggregator struct {
 	cfg      Config
 	series   map[seriesKey]*series
 	n        int // windows held
 	closing  map[int64][]*window
 	minutes  heap[minute] // the minutes of closing
-	expiry   heap[expiryEntry]
+	kept     keptList
 	nextPart uint64
 	lastVer  uint64
 	stats    Stats
@@ -290,6 +298,10 @@ func (a *Aggregator) Add(now time.Time, tenant, device string, rows []model.Read
 			if i < n && w.points[i].TS == p.TS {
 				if math.Float64bits(w.points[i].Value) == math.Float64bits(p.Value) {
 					a.stats.Duplicates++
+					if w.kept {
+						a.kept.remove(w)
+						a.kept.pushBack(w, nowMs)
+					}
 					continue
 				}
 				w.points[i].Value = p.Value // last write wins, as in the raw store
@@ -344,6 +356,9 @@ func (a *Aggregator) markDirty(w *window) {
 	if w.queued {
 		return
 	}
+	if w.kept {
+		a.kept.remove(w)
+	}
 	w.queued = true
 	q, ok := a.closing[w.minute]
 	if !ok {
@@ -352,7 +367,8 @@ func (a *Aggregator) markDirty(w *window) {
 	a.closing[w.minute] = append(q, w)
 }
 
-// drop forgets w (and its series once empty).
+// drop forgets w (and its series once empty). The caller has taken w out of
+// the close queue or the kept list.
 func (a *Aggregator) drop(w *window) {
 	if !w.held {
 		return
@@ -401,130 +417,88 @@ func (a *Aggregator) emitSorted(now time.Time, ws []*window, out []Row) []Row {
 	return out
 }
 
-// dropAt is when (ns, processing time) w may be dropped: once its minute is
-// closed and KeepClosed passed since its last point.
-func (a *Aggregator) dropAt(w *window) int64 {
-	closed := addSat(msToNs(w.minute+MinuteMillis), int64(a.cfg.AllowedLateness))
-	kept := addSat(msToNs(w.touched), int64(a.cfg.KeepClosed))
-	return max(closed, kept)
-}
-
-// msToNs converts, saturating at the ends of int64 (timestamps beyond the
-// year 2262).
-func msToNs(ms int64) int64 {
-	const limit = math.MaxInt64 / int64(time.Millisecond)
-	switch {
-	case ms > limit:
-		return math.MaxInt64
-	case ms < -limit:
-		return math.MinInt64
-	}
-	return ms * int64(time.Millisecond)
-}
-
-// addSat adds a non-negative d to t, saturating.
-func addSat(t, d int64) int64 {
-	if t > math.MaxInt64-d {
-		return math.MaxInt64
-	}
-	return t + d
-}
-
-func (a *Aggregator) pushExpiry(w *window) {
-	if !w.expiry {
-		w.expiry = true
-		a.expiry.push(expiryEntry{at: a.dropAt(w), w: w})
-	}
-}
-
 // Advance emits the rows of every window that is closed at time now and
 // changed since its last emission, and drops the windows kept long enough.
 // Rows come out ordered by key.
 func (a *Aggregator) Advance(now time.Time) []Row {
 	wm := a.watermark(now)
-	// An emitted window is kept until KeepClosed passed without a new point:
-	// measured in processing time, so that a backfill of old data still
-	// gathers each minute in one part.
-	drop := now.Add(-a.cfg.KeepClosed).UnixMilli()
-	due := a.scratch[:0]
+	closed := a.scratch[:0]
 	for len(a.minutes) > 0 && int64(a.minutes[0])+MinuteMillis <= wm {
 		m := int64(a.minutes.pop())
 		for _, w := range a.closing[m] {
 			w.queued = false
-			if !w.held {
-				continue
+			if w.held {
+				closed = append(closed, w)
 			}
-			if w.dirty {
-				due = append(due, w)
-			}
-			a.pushExpiry(w)
 		}
 		delete(a.closing, m)
 	}
 	var out []Row
-	if len(due) > 0 {
-		out = a.emitSorted(now, due, nil)
-	}
-	clear(due)
-	a.scratch = due[:0]
-
-	nowNs := now.UnixNano()
-	for len(a.expiry) > 0 && a.expiry[0].at <= nowNs {
-		w := a.expiry.pop().w
-		w.expiry = false
-		switch {
-		case !w.held:
-		case w.dirty: // queued to close again; pushed back after that
-		case w.touched <= drop && w.minute+MinuteMillis <= wm:
-			a.drop(w)
-		default: // touched again (a duplicate row) since it was pushed
-			w.expiry = true
-			a.expiry.push(expiryEntry{at: max(a.dropAt(w), nowNs+1), w: w})
+	if len(closed) > 0 {
+		// Emitted in key order, and kept in that order: a reference can
+		// tell which goes first.
+		slices.SortFunc(closed, compareWindows)
+		out = make([]Row, 0, len(closed))
+		for _, w := range closed {
+			if w.dirty {
+				out = a.emit(now, w, out)
+			}
+			a.kept.pushBack(w, w.touched)
 		}
 	}
+	clear(closed)
+	a.scratch = closed[:0]
+
+	// An emitted window is kept until KeepClosed passed without a new row:
+	// measured in processing time, so that a backfill of old data still
+	// gathers each minute in one part.
+	drop := now.Add(-a.cfg.KeepClosed).UnixMilli()
+	for w := a.kept.head; w != nil && w.keptAt <= drop; w = a.kept.head {
+		a.kept.remove(w)
+		a.drop(w)
+	}
 	if a.n > a.cfg.MaxWindows {
+		n := len(out)
 		out = a.evict(now, out)
-		sortRows(out)
+		if len(out) > n {
+			sortRows(out)
+		}
 	}
 	return out
 }
 
-// evict drops windows, oldest minute first and emitted ones before open
-// ones, until a tenth fewer than MaxWindows are left; an open window is
-// emitted before it goes.
+// evict drops windows until a tenth fewer than MaxWindows are left: first
+// the closed, emitted ones kept longest (the front of the kept list), then
+// open ones, oldest minute first and in key order within a minute, each
+// emitted before it goes if it changed since its last emission.
 func (a *Aggregator) evict(now time.Time, out []Row) []Row {
-	ws := make([]*window, 0, a.n)
-	for _, s := range a.series {
-		for _, r := range s.windows {
-			ws = append(ws, r.w)
-		}
-	}
-	slices.SortFunc(ws, func(x, y *window) int {
-		ex, ey := x.emitted && !x.dirty, y.emitted && !y.dirty
-		if ex != ey {
-			if ex {
-				return -1
-			}
-			return 1
-		}
-		return compareWindows(x, y)
-	})
-	for _, w := range ws[:len(ws)-evictTo(a.cfg.MaxWindows)] {
-		if w.dirty {
-			out = a.emit(now, w, out)
-		}
+	target := evictTo(a.cfg.MaxWindows)
+	for w := a.kept.head; w != nil && a.n > target; w = a.kept.head {
+		a.kept.remove(w)
 		a.drop(w)
 		a.stats.Evicted++
 	}
-	// The queues must not keep the dropped windows (and their points and
-	// series) until they come due: max_windows bounds memory only then.
-	held := func(w *window) bool { return w.held }
-	a.expiry.filter(func(e expiryEntry) bool { return held(e.w) })
-	for m, q := range a.closing {
-		if q = slices.DeleteFunc(q, func(w *window) bool { return !held(w) }); len(q) > 0 {
-			a.closing[m] = q
+	for a.n > target && len(a.minutes) > 0 {
+		m := int64(a.minutes.pop())
+		q := a.closing[m]
+		slices.SortFunc(q, compareWindows)
+		k := min(len(q), a.n-target)
+		for _, w := range q[:k] {
+			w.queued = false
+			if w.dirty {
+				out = a.emit(now, w, out)
+			}
+			a.drop(w)
+			a.stats.Evicted++
+		}
+		// Keep the rest queued, without the dropped windows' pointers.
+		rest := copy(q, q[k:])
+		clear(q[rest:])
+		if rest > 0 {
+			a.closing[m] = q[:rest]
+			a.minutes.push(minute(m))
 		} else {
-			delete(a.closing, m) // its minute stays queued, and finds nothing
+			delete(a.closing, m)
 		}
 	}
 	return out

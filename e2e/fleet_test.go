@@ -1,0 +1,399 @@
+package e2e
+
+// The fleet benchmark: the gateway binary, started fresh for every run,
+// takes a day of readings from a fleet of a given size, and the run reports
+// what a user with that fleet pays: readings/s until the acknowledgement and
+// until the process is idle again (work done after the acknowledgement is
+// paid for), the gateway's CPU seconds per million readings, and its peak
+// RSS. One invocation runs the fleet-size curve, the batch-size curve and
+// the raw-store limit, rollups on and off:
+//
+//	go test -run='^$' -bench='Fleet' -benchtime=1x -timeout=2h ./e2e/
+//
+// SLUICE_FLEET_DEVICES (comma-separated) and SLUICE_FLEET_READINGS change
+// the fleet sizes and the readings per run; SLUICE_* settings pass through
+// to the gateway.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/store/pebblestore"
+)
+
+// fleetMetrics are the metrics a reading carries: the first five always, the
+// sixth on every other reading (5.5 a reading).
+var fleetMetrics = [6]string{"temp_c", "humidity", "rpm", "voltage", "rssi", "battery"}
+
+// fleetLoad is one run's workload: Readings readings from Devices devices
+// spread evenly over yesterday (UTC) in time order, device k%Devices for
+// reading k, posted as NDJSON in requests of Batch readings by Clients
+// concurrent clients.
+type fleetLoad struct {
+	Devices, Readings, Batch, Clients int
+}
+
+// body appends request i's NDJSON to b.
+func (l fleetLoad) body(b []byte, day time.Time, i int) []byte {
+	start := day.UnixMilli()
+	for k := i * l.Batch; k < min((i+1)*l.Batch, l.Readings); k++ {
+		ts := start + int64(k)*86_400_000/int64(l.Readings)
+		b = append(b, `{"device_id":"dev-`...)
+		b = strconv.AppendInt(b, int64(k%l.Devices), 10)
+		b = append(b, `","ts":`...)
+		b = strconv.AppendInt(b, ts, 10)
+		b = append(b, `,"metrics":{`...)
+		n := 5 + k%2
+		for m := range n {
+			if m > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '"')
+			b = append(b, fleetMetrics[m]...)
+			b = append(b, `":`...)
+			b = strconv.AppendFloat(b, float64((k*7+m*13)%1000)/10, 'g', -1, 64)
+		}
+		b = append(b, "}}\n"...)
+	}
+	return b
+}
+
+func (l fleetLoad) requests() int { return (l.Readings + l.Batch - 1) / l.Batch }
+
+// fleetResult is what one run measured of the gateway process.
+type fleetResult struct {
+	acked, idle time.Duration // from the first request to the last acknowledgement / to idle
+	cpu         time.Duration // the gateway's CPU over the run, idle tail included
+	peakRSS     int64         // bytes
+	retries     int64         // requests answered 429 or 503 and sent again
+}
+
+func (r fleetResult) report(b *testing.B, l fleetLoad) {
+	n := float64(l.Readings)
+	b.ReportMetric(n/r.idle.Seconds(), "readings/s")
+	b.ReportMetric(n/r.acked.Seconds(), "acked_readings/s")
+	b.ReportMetric(r.cpu.Seconds()/n*1e6, "CPU-s/M")
+	b.ReportMetric(float64(r.cpu.Microseconds())/float64(l.requests()), "CPU-µs/request")
+	b.ReportMetric(float64(r.peakRSS)/(1<<20), "peak_RSS_MiB")
+	b.ReportMetric(float64(r.retries), "retries")
+}
+
+// runFleet starts a fresh gateway with env, sends l to it, waits until it is
+// idle and stops it.
+func runFleet(tb testing.TB, l fleetLoad, env ...string) fleetResult {
+	tb.Helper()
+	g := startGateway(tb, tb.TempDir(), env...)
+	pid := g.cmd.Process.Pid
+	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: l.Clients, MaxConnsPerHost: l.Clients}}
+	defer hc.CloseIdleConnections()
+	url := g.url + "/v1/readings"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+
+	cpu0 := procCPU(tb, pid)
+	start := time.Now()
+	var next, retries atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	for range l.Clients {
+		wg.Go(func() {
+			var buf []byte
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= l.requests() || failed.Load() != nil || ctx.Err() != nil {
+					return
+				}
+				buf = l.body(buf[:0], day, i)
+				for {
+					code, err := postNDJSON(ctx, hc, url, buf)
+					if err != nil {
+						failed.CompareAndSwap(nil, err)
+						return
+					}
+					if code == http.StatusAccepted {
+						break
+					}
+					if code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable {
+						failed.CompareAndSwap(nil, fmt.Errorf("request %d: status %d", i, code))
+						return
+					}
+					retries.Add(1)
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	acked := time.Since(start)
+	if err, _ := failed.Load().(error); err != nil {
+		tb.Fatalf("%v\n%s", err, tail(g.logs(), 4000))
+	}
+	idleAt := waitProcIdle(tb, pid)
+	res := fleetResult{
+		acked: acked, idle: idleAt.at.Sub(start), cpu: idleAt.cpu - cpu0,
+		peakRSS: vmHWM(tb, pid), retries: retries.Load(),
+	}
+	g.stop()
+	return res
+}
+
+func postNDJSON(ctx context.Context, hc *http.Client, url string, body []byte) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// procCPU returns the user and system CPU time process pid has used.
+func procCPU(tb testing.TB, pid int) time.Duration {
+	tb.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatalf("read the gateway's CPU time: %v", err)
+	}
+	// Fields after the command name, which is in parentheses and may hold
+	// spaces: state is field 3, utime 14 and stime 15, in clock ticks.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		tb.Fatalf("parse /proc/%d/stat: %q", pid, raw)
+	}
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / ticksPerSecond
+}
+
+type cpuAt struct {
+	at  time.Time
+	cpu time.Duration
+}
+
+// waitProcIdle waits until process pid used at most 3% of a core over a
+// second (its tickers cost less than that), and returns when that second
+// began. It gives up after five minutes.
+func waitProcIdle(tb testing.TB, pid int) cpuAt {
+	tb.Helper()
+	const window, tick = time.Second, 100 * time.Millisecond
+	samples := []cpuAt{{time.Now(), procCPU(tb, pid)}}
+	deadline := samples[0].at.Add(5 * time.Minute)
+	for {
+		time.Sleep(tick)
+		now := cpuAt{time.Now(), procCPU(tb, pid)}
+		samples = append(samples, now)
+		i := len(samples) - 1
+		for i > 0 && now.at.Sub(samples[i].at) < window {
+			i--
+		}
+		w := samples[i]
+		if d := now.at.Sub(w.at); d >= window && now.cpu-w.cpu <= d*3/100 {
+			return w
+		}
+		if now.at.After(deadline) {
+			tb.Logf("gateway not idle after five minutes")
+			return now
+		}
+	}
+}
+
+// fleetSizes are the fleets of the fleet-size curve.
+func fleetSizes(tb testing.TB) []int {
+	s := os.Getenv("SLUICE_FLEET_DEVICES")
+	if s == "" {
+		return []int{10_000, 100_000, 1_000_000}
+	}
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			tb.Fatalf("SLUICE_FLEET_DEVICES: %q is not a device count", f)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// fleetReadings is the readings of a run: SLUICE_FLEET_READINGS, or twice the
+// fleet and at least two million.
+func fleetReadings(tb testing.TB, devices int) int {
+	if s := os.Getenv("SLUICE_FLEET_READINGS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			tb.Fatalf("SLUICE_FLEET_READINGS: %q is not a count", s)
+		}
+		return n
+	}
+	return max(2*devices, 2_000_000)
+}
+
+func rollupsEnv(on bool) (string, string) {
+	if on {
+		return "rollups=on", "SLUICE_ROLLUPS_ENABLED=true"
+	}
+	return "rollups=off", "SLUICE_ROLLUPS_ENABLED=false"
+}
+
+// BenchmarkFleet is the fleet-size curve: requests of 1,000 readings, 8
+// clients, 10,000 to 1,000,000 devices a day.
+func BenchmarkFleet(b *testing.B) {
+	for _, devices := range fleetSizes(b) {
+		for _, on := range []bool{true, false} {
+			name, env := rollupsEnv(on)
+			b.Run(fmt.Sprintf("devices=%d/%s", devices, name), func(b *testing.B) {
+				l := fleetLoad{Devices: devices, Readings: fleetReadings(b, devices), Batch: 1000, Clients: 8}
+				benchFleet(b, l, env)
+			})
+		}
+	}
+}
+
+// BenchmarkFleetBatch is the batch-size curve: 10,000 devices, 1 to 1,000
+// readings a request; 64 clients for the small requests (devices posting
+// their own readings), 8 for 1,000.
+func BenchmarkFleetBatch(b *testing.B) {
+	for _, batch := range []int{1, 10, 100, 1000} {
+		for _, on := range []bool{true, false} {
+			name, env := rollupsEnv(on)
+			b.Run(fmt.Sprintf("batch=%d/%s", batch, name), func(b *testing.B) {
+				clients := 64
+				if batch >= 1000 {
+					clients = 8
+				}
+				// Enough requests for a steady state, few enough for a
+				// minute or so of one-reading requests.
+				readings := min(fleetReadings(b, 10_000), batch*200_000)
+				l := fleetLoad{Devices: 10_000, Readings: readings, Batch: batch, Clients: clients}
+				benchFleet(b, l, env)
+			})
+		}
+	}
+}
+
+func benchFleet(b *testing.B, l fleetLoad, env ...string) {
+	var sum fleetResult
+	for range b.N {
+		r := runFleet(b, l, env...)
+		sum.acked += r.acked
+		sum.idle += r.idle
+		sum.cpu += r.cpu
+		sum.peakRSS = max(sum.peakRSS, r.peakRSS)
+		sum.retries += r.retries
+	}
+	n := time.Duration(b.N)
+	sum.acked, sum.idle, sum.cpu = sum.acked/n, sum.idle/n, sum.cpu/n
+	sum.retries /= int64(b.N)
+	sum.report(b, l)
+}
+
+// BenchmarkFleetLimit is the raw-store limit of the fleet runs: the same
+// readings' keys and values written straight into Pebble (the store's
+// memtable and cache sizes, its key layout, one synced batch per 1,000
+// readings, 8 writers) until Pebble is idle again: no HTTP, decoding,
+// bucketing, catalogue or rollups. CPU is this process's, key building
+// included.
+func BenchmarkFleetLimit(b *testing.B) {
+	for _, devices := range fleetSizes(b) {
+		b.Run(fmt.Sprintf("devices=%d", devices), func(b *testing.B) {
+			l := fleetLoad{Devices: devices, Readings: fleetReadings(b, devices), Batch: 1000, Clients: 8}
+			var sum fleetResult
+			for range b.N {
+				r := runLimit(b, l)
+				sum.idle += r.idle
+				sum.acked += r.acked
+				sum.cpu += r.cpu
+			}
+			n := time.Duration(b.N)
+			sum.acked, sum.idle, sum.cpu = sum.acked/n, sum.idle/n, sum.cpu/n
+			b.ReportMetric(float64(l.Readings)/sum.idle.Seconds(), "readings/s")
+			b.ReportMetric(float64(l.Readings)/sum.acked.Seconds(), "acked_readings/s")
+			b.ReportMetric(sum.cpu.Seconds()/float64(l.Readings)*1e6, "CPU-s/M")
+		})
+	}
+}
+
+func runLimit(tb testing.TB, l fleetLoad) fleetResult {
+	tb.Helper()
+	db, err := pebble.Open(tb.TempDir(), &pebble.Options{
+		Cache: pebble.NewCache(64 << 20), MemTableSize: 64 << 20, MemTableStopWritesThreshold: 4,
+		FormatMajorVersion: pebble.FormatNewest, Logger: quietPebble{},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
+	self := os.Getpid()
+	cpu0 := procCPU(tb, self)
+	start := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range l.Clients {
+		wg.Go(func() {
+			var key, val []byte
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= l.requests() {
+					return
+				}
+				batch := db.NewBatch()
+				for k := i * l.Batch; k < min((i+1)*l.Batch, l.Readings); k++ {
+					ts := day.UnixMilli() + int64(k)*86_400_000/int64(l.Readings)
+					dev := "dev-" + strconv.Itoa(k%l.Devices)
+					pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: dev, Day: model.DayOf(ts)}.Partition(0)
+					for m := range 5 + k%2 {
+						v := float64((k*7+m*13)%1000) / 10
+						key, val = pebblestore.AppendReading(key[:0], val[:0], pk, model.ReadingRow{TS: ts, Metric: fleetMetrics[m], Value: v})
+						if err := batch.Set(key, val, nil); err != nil {
+							tb.Error(err)
+						}
+					}
+				}
+				if err := batch.Commit(pebble.Sync); err != nil {
+					tb.Error(err)
+				}
+				batch.Close()
+			}
+		})
+	}
+	wg.Wait()
+	acked := time.Since(start)
+	idle := waitProcIdle(tb, self)
+	return fleetResult{acked: acked, idle: idle.at.Sub(start), cpu: idle.cpu - cpu0}
+}
+
+type quietPebble struct{}
+
+func (quietPebble) Infof(string, ...any)  {}
+func (quietPebble) Errorf(string, ...any) {}
+func (quietPebble) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}
