@@ -5,17 +5,26 @@
 // rollup store). It also rebuilds rollups from the raw store and verifies
 // them against it.
 //
-// # Raw ingest never waits for rollups
+// # Raw ingest waits for the aggregator, never for the backend
 //
-// Observe only copies a pointer into a bounded queue. When the queue is full
-// (the aggregator fell behind) the batch's rows are not aggregated: they are
-// counted in sluice_rollup_dropped_rows_total{reason="queue_full"} and their
-// days are marked dirty. When the outbox is full (the backend has been
-// unreachable for long), emitted rows are dropped the same way with
-// reason="outbox_full": the outbox keeps the oldest rows, and the dirty
-// days, listed by GET /v1/rollups/status and logged, are repaired with
-// `query rollups rebuild`. The raw store is the source of truth; rollups are
-// a projection of it.
+// Observe copies a pointer into a bounded queue (QueueBatches committed
+// batches). When the queue is full, the aggregator is behind the sink (it is
+// short of CPU: it does no I/O but the embedded rollup store's writes and
+// the outbox's), and Observe waits for room: the committer that called it
+// waits, the sink's queue fills, and producers are answered 503 until the
+// aggregator caught up. That bounds the memory of a backlog and loses no
+// row, where a queue that dropped rows when full left rollups incomplete
+// until an operator rebuilt them, and a queue long enough not to drop held
+// gigabytes of batches. The time spent waiting is counted in
+// sluice_rollup_queue_wait_seconds_total. Only a batch observed after Close
+// began is dropped (reason="queue_full", its days marked dirty).
+//
+// A slow or unreachable backend never makes ingest wait: rows wait in the
+// durable outbox. When the outbox is full (the backend has been unreachable
+// for long), emitted rows are dropped with reason="outbox_full": the outbox
+// keeps the oldest rows, and the dirty days, listed by GET
+// /v1/rollups/status and logged, are repaired with `query rollups rebuild`.
+// The raw store is the source of truth; rollups are a projection of it.
 //
 // # Delivery
 //
@@ -79,8 +88,8 @@ type Config struct {
 // until rollups.clickhouse.addr is set.
 func DefaultConfig() Config {
 	return Config{
-		Enabled: true, AllowedLateness: time.Minute, KeepClosed: 10 * time.Minute, MaxWindows: 1_000_000,
-		FlushInterval: time.Second, BatchRows: 50_000, QueueBatches: 1024, OutboxMaxBytes: 1 << 30,
+		Enabled: true, AllowedLateness: time.Minute, KeepClosed: 10 * time.Minute, MaxWindows: 250_000,
+		FlushInterval: time.Second, BatchRows: 50_000, QueueBatches: 64, OutboxMaxBytes: 1 << 30,
 		MaxRebuilds: 1, RebuildTimeout: time.Hour,
 		ClickHouse: chstore.DefaultConfig(),
 	}
@@ -199,11 +208,19 @@ func New(cfg Config, writer uint16, ob Outbox, dst Inserter, now func() time.Tim
 	return f
 }
 
-// Observe is the sink's commit hook. It never blocks.
+// Observe is the sink's commit hook. It waits while the queue is full (see
+// the package comment), unless the feed is closing.
 func (f *Feed) Observe(b *store.Batch) {
 	select {
 	case f.in <- b:
+		return
 	default:
+	}
+	start := time.Now()
+	select {
+	case f.in <- b:
+		f.m.queueWait.Add(time.Since(start).Seconds())
+	case <-f.stopAgg:
 		rows := 0
 		days := map[outbox.DirtyDay]struct{}{}
 		for _, pw := range b.Partitions {
@@ -214,6 +231,8 @@ func (f *Feed) Observe(b *store.Batch) {
 		}
 		f.m.dropped.WithLabelValues("queue_full").Add(float64(rows))
 		f.markLost(days)
+		// The aggregator may have recorded its last marks already.
+		f.persistLost(true)
 	}
 }
 

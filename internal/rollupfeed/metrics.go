@@ -3,8 +3,8 @@ package rollupfeed
 import "github.com/prometheus/client_golang/prometheus"
 
 // dropReasons are the values of sluice_rollup_dropped_rows_total's reason:
-// the aggregator's queue was full, the outbox was full or failed, or an
-// outbox record could not be decoded.
+// a batch committed after the feed began to close (queue_full), the outbox
+// was full or failed, or an outbox record could not be decoded.
 var dropReasons = []string{"queue_full", "outbox_full", "outbox_error", "corrupt"}
 
 type metrics struct {
@@ -16,6 +16,7 @@ type metrics struct {
 	shipErrors prometheus.Counter
 	dropped    *prometheus.CounterVec
 	windows    prometheus.Gauge
+	queueWait  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, ob Outbox) *metrics {
@@ -45,6 +46,10 @@ func newMetrics(reg prometheus.Registerer, ob Outbox) *metrics {
 		windows: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_rollup_windows", Help: "Minute windows held in memory by the aggregator.",
 		}),
+		queueWait: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_rollup_queue_wait_seconds_total",
+			Help: "Time the write pipeline waited for room in the aggregator's queue (rollups behind ingest).",
+		}),
 	}
 	// Every reason is exported from the start, at 0, so that an alert on
 	// increase() sees the first drop (a series born non-zero has no
@@ -59,7 +64,7 @@ func newMetrics(reg prometheus.Registerer, ob Outbox) *metrics {
 		Name: "sluice_rollup_outbox_bytes", Help: "Bytes of rollup rows waiting in the durable outbox.",
 	}, func() float64 { return float64(ob.Depth().Bytes) })
 	if reg != nil {
-		reg.MustRegister(m.emitted, m.reemitted, m.late, m.duplicates, m.shipped, m.shipErrors, m.dropped, m.windows, depthRows, depthBytes)
+		reg.MustRegister(m.emitted, m.reemitted, m.late, m.duplicates, m.shipped, m.shipErrors, m.dropped, m.windows, m.queueWait, depthRows, depthBytes)
 	}
 	return m
 }
