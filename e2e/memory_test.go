@@ -272,3 +272,60 @@ func TestMemoryUnderHostileBodies(t *testing.T) {
 	}
 	g.stop()
 }
+
+// stateFormula is the part of the memory formula in docs/operations.md for
+// what a fleet makes the gateway hold (keep the two in step): seriesDays
+// series-days in the bucket planner, windows rollup windows of one point,
+// and queued rows waiting for the rollup aggregator; plus the embedded
+// rollup store's memtables and cache. It is live heap: the caller doubles
+// it with the rest.
+func stateFormula(seriesDays, windows, queued int64) (heap, offHeap int64) {
+	const (
+		seriesDayBytes = 480       // measured at 1,000,000 devices: Series, Partition, map entry
+		windowBytes    = 250 + 120 // measured (BenchmarkAggregatorFleet): window, its series, list links; and its row when emitted
+		queuedRowBytes = 250       // as a row waiting for the store
+		rollupStore    = (2*64 + 8) << 20
+	)
+	return seriesDays*seriesDayBytes + windows*windowBytes + queued*queuedRowBytes, rollupStore
+}
+
+// TestFleetMemoryBound runs the gateway, rollups on, with a fleet of many
+// distinct devices (each a series-day of its own, a rollup window per
+// metric per reading) and checks that its peak RSS stays within the memory
+// formula of docs/operations.md for its settings. The settings are the
+// defaults with the request-size terms lowered (they are tested by
+// TestMemoryUnderHostileBodies), so that the fleet's own terms are most of
+// the bound. With -sluice.long the fleet is 1,000,000 devices.
+func TestFleetMemoryBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fleet memory: not in -short")
+	}
+	devices := 200_000
+	if *long {
+		devices = 1_000_000
+	}
+	const (
+		bodyBudget = 16 << 20
+		queueRows  = 100_000
+		maxMetrics = 16
+		maxRows    = 10_000
+		maxWindows = 250_000 // rollups.max_windows's default
+		feedRows   = 64 * 4000
+	)
+	l := fleetLoad{Devices: devices, Readings: 2 * devices, Batch: 1000, Clients: 8}
+	res := runFleet(t, l,
+		fmt.Sprintf("SLUICE_HTTP_MAX_INFLIGHT_BODY_BYTES=%d", bodyBudget),
+		"SLUICE_HTTP_MAX_BODY_BYTES=8388608", "SLUICE_HTTP_MAX_DECOMPRESSED_BYTES=8388608",
+		fmt.Sprintf("SLUICE_SINK_QUEUE_ROWS=%d", queueRows),
+		fmt.Sprintf("SLUICE_LIMITS_MAX_METRICS=%d", maxMetrics),
+	)
+	// Every device's series-day is held: the run is shorter than the
+	// planner's settle interval, so none can be forgotten yet.
+	heap, offHeap := stateFormula(int64(devices), maxWindows, feedRows)
+	bound := memoryFormula(bodyBudget, max(queueRows, maxRows*maxMetrics)) + offHeap + 2*heap
+	t.Logf("%d devices, %d readings: peak RSS %d MiB, bound %d MiB; %s until idle, %.1f CPU-s per million readings",
+		devices, l.Readings, res.peakRSS>>20, bound>>20, res.idle.Round(time.Millisecond), res.cpu.Seconds()/float64(l.Readings)*1e6)
+	if res.peakRSS > bound {
+		t.Errorf("peak RSS %d MiB is over the formula's %d MiB for these settings", res.peakRSS>>20, bound>>20)
+	}
+}

@@ -279,6 +279,11 @@ func (f *Feed) aggregate(agg *rollup.Aggregator) {
 		select {
 		case b := <-f.in:
 			add(b)
+			// Windows are evicted by Advance: between two ticks a fast
+			// stream could start many more than MaxWindows.
+			if agg.Len() > f.cfg.MaxWindows {
+				emit(agg.Advance(f.now()))
+			}
 		case <-tick.C:
 			emit(agg.Advance(f.now()))
 			f.persistLost(false)
