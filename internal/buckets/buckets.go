@@ -244,6 +244,10 @@ func (p *Planner) Lookup(sd model.SeriesDay) *Series { return p.days[sd] }
 // Len returns the number of series-days held in memory.
 func (p *Planner) Len() int { return len(p.days) }
 
+// Over reports whether more than MaxSeriesDays series-days are held: those
+// whose entries run ahead cannot be forgotten until Settle made them exact.
+func (p *Planner) Over() bool { return len(p.days) > p.cfg.MaxSeriesDays }
+
 // Load installs the catalogue of a series-day, as read from the store, and
 // returns its state. It must be called before the first Place for that
 // series-day. It never evicts: a caller loads every series-day of a round,

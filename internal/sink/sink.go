@@ -590,6 +590,14 @@ func (s *Sink) flusher() {
 			timer.Stop()
 		}
 		s.plan(group)
+		if s.planner.Over() {
+			// Series-days whose entries run ahead cannot be forgotten:
+			// settle the ones idle since the last settle now, rather than
+			// on the next tick, so that they can go once their entries
+			// landed and the planner stays near buckets.max_series_days
+			// however many devices write within a settle interval.
+			s.settle(context.Background(), false, nil, nil)
+		}
 		if !open {
 			s.settle(context.Background(), true, nil, nil)
 			return

@@ -1229,3 +1229,50 @@ func TestAuditGate(t *testing.T) {
 		t.Errorf("%d events stored, want none", len(got))
 	}
 }
+
+// The planner stays near buckets.max_series_days while more distinct
+// series-days than that are written within one settle interval: their
+// entries run ahead, which keeps a series-day in memory until they are
+// settled, so a planner over its bound settles idle ones at once instead
+// of at the next tick. Without that, every series-day written in the
+// interval was held (here all 400, against a bound of 20).
+func TestPlannerBoundedWithinSettleInterval(t *testing.T) {
+	st := tempStore(t)
+	bcfg := testBuckets()
+	bcfg.MaxSeriesDays = 20
+	bcfg.Reserve = buckets.DefaultReserve(bcfg) // as the gateway runs: entries ahead
+	s := start(t, testConfig(), bcfg, st)       // settle interval: 30 s, longer than the test
+	peak := 0.0
+	for round := range 40 {
+		var rs []model.Reading
+		for d := range 10 {
+			rs = append(rs, reading(fmt.Sprintf("dev-%d-%d", round, d), base+int64(round), "a"))
+		}
+		if err := s.Write(t.Context(), &Request{Tenant: tenant, Readings: rs}); err != nil {
+			t.Fatal(err)
+		}
+		peak = max(peak, testutil.ToFloat64(s.m.seriesDays))
+	}
+	// The bound, plus a round's series-days and those whose settle is
+	// still being committed.
+	if limit := float64(bcfg.MaxSeriesDays + 3*10); peak > limit {
+		t.Errorf("planner held up to %v series-days, want at most %v", peak, limit)
+	}
+	// Nothing written was lost on the way: every reading reads back.
+	n := 0
+	for round := range 40 {
+		for d := range 10 {
+			sd := model.SeriesDay{Kind: model.KindReadings, Tenant: tenant, Series: fmt.Sprintf("dev-%d-%d", round, d), Day: model.DayOf(base)}
+			parts, err := st.Catalogue(t.Context(), sd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range parts {
+				n += int(p.Rows)
+			}
+		}
+	}
+	if n < 400 {
+		t.Errorf("catalogue counts %d rows, want at least 400", n)
+	}
+}

@@ -1,0 +1,70 @@
+package pebblestore_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+// Catalogues, which reads many series-days' catalogues with one iterator,
+// returns for each exactly what Catalogue returns: series whose names are
+// prefixes of each other, series-days without entries, a series-day asked
+// twice, the same series as an audit stream and on the next day.
+func TestCataloguesMatchCatalogue(t *testing.T) {
+	st := open(t, t.TempDir())
+	defer st.Close()
+	day := model.DayOf(1_700_000_000_000)
+	series := []string{"d", "d1", "d10", "d2", "a", "z", "d1x"}
+	for i := range 40 {
+		series = append(series, fmt.Sprintf("dev-%03d", 40-i))
+	}
+	var b store.Batch
+	var sds []model.SeriesDay
+	for i, s := range series {
+		sd := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: s, Day: day}
+		sds = append(sds, sd)
+		if i%5 == 4 {
+			continue // no entry
+		}
+		for n := range 1 + i%3 {
+			b.Catalogue = append(b.Catalogue, model.PartitionInfo{Key: sd.Partition(uint32(1<<24 | n)), Rows: int64(10 + i),
+				Bytes: int64(100 * i), MinTS: day.Start() + int64(i), MaxTS: day.Start() + int64(1000+i), State: "split", Closed: n < i%3})
+		}
+	}
+	b.Catalogue = append(b.Catalogue,
+		model.PartitionInfo{Key: model.PartitionKey{Kind: model.KindAudit, Tenant: "acme", Series: "d", Day: day}, Rows: 1, State: "single"},
+		model.PartitionInfo{Key: model.PartitionKey{Kind: model.KindReadings, Tenant: "acme", Series: "d", Day: day + 1}, Rows: 1, State: "single"},
+		model.PartitionInfo{Key: model.PartitionKey{Kind: model.KindReadings, Tenant: "acme2", Series: "d", Day: day}, Rows: 1, State: "single"})
+	if err := st.Commit(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	sds = append(sds, sds[0], sds[4], model.SeriesDay{Kind: model.KindReadings, Tenant: "other", Series: "d", Day: day})
+	got, err := st.Catalogues(t.Context(), sds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(sds) {
+		t.Fatalf("Catalogues returned %d lists for %d series-days", len(got), len(sds))
+	}
+	entries := 0
+	for i, sd := range sds {
+		want, err := st.Catalogue(t.Context(), sd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got[i]); diff != "" {
+			t.Errorf("%v: Catalogues differs from Catalogue (-want +got):\n%s", sd, diff)
+		}
+		entries += len(got[i])
+	}
+	if entries < len(series) {
+		t.Fatalf("%d catalogue entries read back, want at least %d", entries, len(series))
+	}
+	if got, err := st.Catalogues(t.Context(), nil); err != nil || len(got) != 0 {
+		t.Errorf("Catalogues(nil) = %v, %v", got, err)
+	}
+}
