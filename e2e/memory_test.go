@@ -307,6 +307,8 @@ func TestFleetMemoryBound(t *testing.T) {
 	const (
 		bodyBudget = 16 << 20
 		queueRows  = 100_000
+		seriesDays = 100_000 // buckets.max_series_days, under the fleet
+		batchRows  = 4000    // sink.batch_rows's default
 		maxMetrics = 16
 		maxRows    = 10_000
 		maxWindows = 250_000 // rollups.max_windows's default
@@ -318,10 +320,11 @@ func TestFleetMemoryBound(t *testing.T) {
 		"SLUICE_HTTP_MAX_BODY_BYTES=8388608", "SLUICE_HTTP_MAX_DECOMPRESSED_BYTES=8388608",
 		fmt.Sprintf("SLUICE_SINK_QUEUE_ROWS=%d", queueRows),
 		fmt.Sprintf("SLUICE_LIMITS_MAX_METRICS=%d", maxMetrics),
+		fmt.Sprintf("SLUICE_BUCKETS_MAX_SERIES_DAYS=%d", seriesDays),
 	)
-	// Every device's series-day is held: the run is shorter than the
-	// planner's settle interval, so none can be forgotten yet.
-	heap, offHeap := stateFormula(int64(devices), maxWindows, feedRows)
+	// The planner holds the bound, plus the series-days of a round or two
+	// whose entries are being settled (at most a row each).
+	heap, offHeap := stateFormula(seriesDays+2*batchRows, maxWindows, feedRows)
 	bound := memoryFormula(bodyBudget, max(queueRows, maxRows*maxMetrics)) + offHeap + 2*heap
 	t.Logf("%d devices, %d readings: peak RSS %d MiB, bound %d MiB; %s until idle, %.1f CPU-s per million readings",
 		devices, l.Readings, res.peakRSS>>20, bound>>20, res.idle.Round(time.Millisecond), res.cpu.Seconds()/float64(l.Readings)*1e6)

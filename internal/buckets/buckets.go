@@ -147,7 +147,7 @@ func DefaultReserve(c Config) Reserve {
 
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
-	return Config{MaxRows: 100_000, MaxBytes: 32 << 20, Writer: 0, MaxSeriesDays: 1_000_000}
+	return Config{MaxRows: 100_000, MaxBytes: 32 << 20, Writer: 0, MaxSeriesDays: 250_000}
 }
 
 // Validate reports every bad setting.
@@ -345,8 +345,11 @@ func (p *Planner) ownedBy(sub uint32) bool {
 // entries are all stored exactly, and none still in a commit, are forgotten:
 // one whose entry runs ahead stays until Settle made it exact (after one to
 // two settle intervals idle), one with an entry in a commit until Landed.
-// MaxSeriesDays is therefore a soft bound: the series-days written in the
-// last settle intervals stay on top of it. A forgotten series-day's state
+// MaxSeriesDays is therefore a soft bound: the series-days written since
+// their entries were last settled stay on top of it. The sink keeps that
+// short: while Over, it settles idle partitions after every round instead
+// of every settle interval, so the planner holds about MaxSeriesDays plus
+// the series-days of the last rounds. A forgotten series-day's state
 // is reloaded from the catalogue on its next write (after the commits that
 // hold its changes), so forgetting it is safe.
 //
