@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
+	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
 // TestCataloguesMatchesCatalogue checks the batched catalogue read against
@@ -51,24 +52,7 @@ func TestCataloguesMatchesCatalogue(t *testing.T) {
 		t.Fatal(err)
 	}
 	sds = append(sds, sds[0], sds[4]) // asked twice
-	got, err := st.Catalogues(t.Context(), sds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(sds) {
-		t.Fatalf("Catalogues returned %d lists for %d series-days", len(got), len(sds))
-	}
-	entries := 0
-	for i, sd := range sds {
-		want, err := st.Catalogue(t.Context(), sd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(want, got[i], cmp.Comparer(func(a, b []model.PartitionInfo) bool { return len(a) == 0 && len(b) == 0 || cmp.Equal(a, b) })); diff != "" {
-			t.Errorf("%v: Catalogues differs from Catalogue (-want +got):\n%s", sd, diff)
-		}
-		entries += len(got[i])
-	}
+	entries := storetest.CataloguesMatch(t, st, sds)
 	if entries == 0 {
 		t.Fatal("no catalogue entries read back")
 	}

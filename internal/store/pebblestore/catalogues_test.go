@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
 // Catalogues, which reads many series-days' catalogues with one iterator,
@@ -43,24 +42,7 @@ func TestCataloguesMatchCatalogue(t *testing.T) {
 		t.Fatal(err)
 	}
 	sds = append(sds, sds[0], sds[4], model.SeriesDay{Kind: model.KindReadings, Tenant: "other", Series: "d", Day: day})
-	got, err := st.Catalogues(t.Context(), sds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(sds) {
-		t.Fatalf("Catalogues returned %d lists for %d series-days", len(got), len(sds))
-	}
-	entries := 0
-	for i, sd := range sds {
-		want, err := st.Catalogue(t.Context(), sd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(want, got[i]); diff != "" {
-			t.Errorf("%v: Catalogues differs from Catalogue (-want +got):\n%s", sd, diff)
-		}
-		entries += len(got[i])
-	}
+	entries := storetest.CataloguesMatch(t, st, sds)
 	if entries < len(series) {
 		t.Fatalf("%d catalogue entries read back, want at least %d", entries, len(series))
 	}

@@ -932,3 +932,32 @@ func testEachPartition(t *testing.T, b Backend) {
 		t.Errorf("EachPartition with fn failing: %v after %d calls, want %v after 1", err, n, stop)
 	}
 }
+
+// CatalogueLoader is a Backend that also reads many series-days'
+// catalogues at once (sink.CatalogueLoader).
+type CatalogueLoader interface {
+	Backend
+	Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]model.PartitionInfo, error)
+}
+
+// CataloguesMatch checks that Catalogues returns, for each of sds, what
+// Catalogue returns for it alone, and returns how many entries it read.
+func CataloguesMatch(t *testing.T, b CatalogueLoader, sds []model.SeriesDay) int {
+	t.Helper()
+	got, err := b.Catalogues(t.Context(), sds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(sds) {
+		t.Fatalf("Catalogues returned %d lists for %d series-days", len(got), len(sds))
+	}
+	entries := 0
+	for i, sd := range sds {
+		want := catalogue(t, b, sd)
+		if diff := cmp.Diff(want, got[i], cmp.Comparer(func(a, b []model.PartitionInfo) bool { return len(a) == 0 && len(b) == 0 || cmp.Equal(a, b) })); diff != "" {
+			t.Errorf("%v: Catalogues differs from Catalogue (-want +got):\n%s", sd, diff)
+		}
+		entries += len(got[i])
+	}
+	return entries
+}
