@@ -7,8 +7,13 @@ import (
 	"math"
 )
 
-// codecVersion is the first byte of an encoded row list.
-const codecVersion = 1
+// codecVersion is the first byte of an encoded row list; valueVersion the
+// first byte of an encoded aggregate (EncodeValue), which leaves out the
+// row's key.
+const (
+	codecVersion = 1
+	valueVersion = 2
+)
 
 // ErrCorrupt is returned for bytes that do not decode.
 var ErrCorrupt = errors.New("corrupt rollup rows")
@@ -183,13 +188,59 @@ func DecodeRow(b []byte) (Row, error) {
 	return r, err
 }
 
-// RowVersion returns the version of the one row that b (as EncodeRow wrote
-// it) holds, checking the whole encoding as DecodeRow does but copying
-// nothing: what a merge of stored rows needs.
+// RowVersion returns the version of the one row that b (as EncodeRow or
+// EncodeValue wrote it) holds, checking the whole encoding as DecodeRow or
+// DecodeValue does but copying nothing: what a merge of stored rows needs.
 func RowVersion(b []byte) (uint64, error) {
 	var r Row
-	err := decodeOne(b, &r, false)
+	var err error
+	if len(b) > 0 && b[0] == valueVersion {
+		err = DecodeValue(b, &r)
+	} else {
+		err = decodeOne(b, &r, false)
+	}
 	return r.Version, err
+}
+
+// EncodeValue appends the aggregate of r without its key (tenant, device,
+// metric, minute, writer, part): the embedded rollup store's value, whose
+// key holds those. It is about half the size of EncodeRow's form.
+func EncodeValue(b []byte, r *Row) []byte {
+	b = append(b, valueVersion)
+	b = binary.AppendUvarint(b, r.Count)
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Sum))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Min))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Max))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.FirstValue))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.LastValue))
+	b = binary.AppendVarint(b, r.FirstTS)
+	b = binary.AppendVarint(b, r.LastTS)
+	return binary.AppendUvarint(b, r.Version)
+}
+
+// IsValue reports whether b is in EncodeValue's form (else EncodeRow's).
+func IsValue(b []byte) bool { return len(b) > 0 && b[0] == valueVersion }
+
+// DecodeValue decodes what EncodeValue wrote into r's aggregate fields,
+// leaving its key alone.
+func DecodeValue(b []byte, r *Row) error {
+	if len(b) == 0 || b[0] != valueVersion {
+		return fmt.Errorf("value version: %w", ErrCorrupt)
+	}
+	d := decoder{b: b[1:]}
+	r.Count = d.uvarint("count")
+	for _, f := range [5]*float64{&r.Sum, &r.Min, &r.Max, &r.FirstValue, &r.LastValue} {
+		*f = math.Float64frombits(binary.BigEndian.Uint64(d.fixed(8, "value")))
+	}
+	r.FirstTS, r.LastTS = d.varint("first_ts"), d.varint("last_ts")
+	r.Version = d.uvarint("version")
+	if d.err != nil {
+		return d.err
+	}
+	if len(d.b) != 0 {
+		return fmt.Errorf("%d trailing bytes: %w", len(d.b), ErrCorrupt)
+	}
+	return nil
 }
 
 func decodeOne(b []byte, r *Row, keys bool) error {

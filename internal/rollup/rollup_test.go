@@ -350,7 +350,28 @@ func TestDecodeRowAndVersion(t *testing.T) {
 func FuzzDecodeRows(f *testing.F) {
 	f.Add(EncodeRows(nil, []Row{{Key: Key{Tenant: "t", Device: "d", Metric: "m"}, Count: 1}}))
 	f.Add([]byte{1, 0})
+	f.Add(EncodeValue(nil, &Row{Count: 2, Sum: 3, Min: 1, Max: 2, FirstTS: 5, LastTS: 9, Version: 7}))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if IsValue(b) {
+			// A stored aggregate without its key: RowVersion accepts
+			// exactly what DecodeValue does, and it re-encodes to itself.
+			var r Row
+			err := DecodeValue(b, &r)
+			ver, verErr := RowVersion(b)
+			if (err == nil) != (verErr == nil) || err == nil && ver != r.Version {
+				t.Fatalf("DecodeValue %+v, %v; RowVersion %d, %v", r, err, ver, verErr)
+			}
+			if _, rowsErr := DecodeRows(b); rowsErr == nil {
+				t.Fatal("DecodeRows accepted a value")
+			}
+			if err == nil {
+				var again Row
+				if err := DecodeValue(EncodeValue(nil, &r), &again); err != nil || !cmp.Equal(again, r, cmpopts.EquateNaNs()) {
+					t.Fatalf("re-encoding %+v gave %+v, %v", r, again, err)
+				}
+			}
+			return
+		}
 		rows, err := DecodeRows(b)
 		// DecodeRow and RowVersion accept exactly the lists of one row.
 		one, oneErr := DecodeRow(b)

@@ -7,11 +7,19 @@ import (
 )
 
 func TestLatestMerger(t *testing.T) {
+	key := func() []byte { return appendKey(nil, row("acme", "pump-1", "temp", 60_000, 1, 1)) }
 	enc := func(count, version uint64) []byte {
+		r := row("acme", "pump-1", "temp", 60_000, count, version)
+		return rollup.EncodeValue(nil, &r)
+	}
+	// legacy is a value as stores written before values left out their
+	// key hold it: the whole row.
+	legacy := func(count, version uint64) []byte {
 		r := row("acme", "pump-1", "temp", 60_000, count, version)
 		return rollup.EncodeRow(nil, &r)
 	}
 	corrupt := []byte{1, 1, 200}
+	corruptValue := []byte{2, 1, 200}
 	tests := []struct {
 		name      string
 		operands  [][]byte // oldest first
@@ -25,6 +33,11 @@ func TestLatestMerger(t *testing.T) {
 		{name: "corrupt ranks below valid, before", operands: [][]byte{corrupt, enc(2, 1)}, wantCount: 2},
 		{name: "corrupt ranks below valid, after", operands: [][]byte{enc(2, 1), corrupt}, wantCount: 2},
 		{name: "only corrupt is kept as is", operands: [][]byte{corrupt}, wantBad: true},
+		{name: "a value newer than a legacy row wins", operands: [][]byte{legacy(3, 5), enc(4, 6)}, wantCount: 4},
+		{name: "a legacy row newer than a value wins", operands: [][]byte{enc(3, 5), legacy(4, 6)}, wantCount: 4},
+		{name: "an older value after a legacy row loses", operands: [][]byte{legacy(4, 6), enc(3, 5)}, wantCount: 4},
+		{name: "a corrupt value ranks below a valid legacy row", operands: [][]byte{legacy(2, 1), corruptValue}, wantCount: 2},
+		{name: "only a corrupt value is kept as is", operands: [][]byte{corruptValue}, wantBad: true},
 	}
 	for _, tc := range tests {
 		for _, newer := range []bool{true, false} {
@@ -66,7 +79,7 @@ func TestLatestMerger(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := decode(out)
+				got, err := decode(key(), out)
 				if tc.wantBad {
 					if err == nil {
 						t.Fatalf("result decodes: %+v", got)

@@ -84,12 +84,52 @@ func appendKey(b []byte, r rollup.Row) []byte {
 	return binary.BigEndian.AppendUint64(b, r.Part)
 }
 
-func decode(v []byte) (rollup.Row, error) {
-	r, err := rollup.DecodeRow(v)
-	if err != nil {
-		return rollup.Row{}, fmt.Errorf("decode rollup entry: %w", err)
+// decode returns the row stored under k with value v. Values are the row's
+// aggregate alone (rollup.EncodeValue), its key fields taken from k; a value
+// written before that is a whole row (rollup.EncodeRow), read as it is.
+func decode(k, v []byte) (rollup.Row, error) {
+	if !rollup.IsValue(v) {
+		r, err := rollup.DecodeRow(v)
+		if err != nil {
+			return rollup.Row{}, fmt.Errorf("decode rollup entry: %w", err)
+		}
+		return r, nil
+	}
+	var r rollup.Row
+	if err := parseKey(k, &r); err != nil {
+		return rollup.Row{}, err
+	}
+	if err := rollup.DecodeValue(v, &r); err != nil {
+		return rollup.Row{}, fmt.Errorf("decode rollup entry %x: %w", k, err)
 	}
 	return r, nil
+}
+
+// parseKey reads the key fields of r from k (see prefix and appendKey).
+func parseKey(k []byte, r *rollup.Row) error {
+	bad := func(what string) error {
+		return fmt.Errorf("rollup key %x: no %s: %w", k, what, rollup.ErrCorrupt)
+	}
+	if len(k) < 4 {
+		return bad("day")
+	}
+	rest := k[4:]
+	strs := [3]*string{&r.Tenant, &r.Metric, &r.Device}
+	for i, name := range [3]string{"tenant", "metric", "device"} {
+		n := bytes.IndexByte(rest, 0)
+		if n < 0 {
+			return bad(name)
+		}
+		*strs[i] = string(rest[:n])
+		rest = rest[n+1:]
+	}
+	if len(rest) != 8+2+8 {
+		return bad("minute, writer and part")
+	}
+	r.Minute = int64(binary.BigEndian.Uint64(rest) ^ (1 << 63))
+	r.Writer = binary.BigEndian.Uint16(rest[8:])
+	r.Part = binary.BigEndian.Uint64(rest[10:])
+	return nil
 }
 
 // Insert keeps, for each row, the highest version of it, durably. It reads
@@ -104,7 +144,7 @@ func (s *Store) Insert(ctx context.Context, rows []rollup.Row) error {
 	var k, v []byte
 	for i := range rows {
 		k = appendKey(k[:0], rows[i])
-		v = rollup.EncodeRow(v[:0], &rows[i])
+		v = rollup.EncodeValue(v[:0], &rows[i])
 		if err := b.Merge(k, v, nil); err != nil {
 			return fmt.Errorf("insert rollup rows: %w", err)
 		}
@@ -132,7 +172,7 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 	// scan reads the rows under p from the iterator's position on.
 	scan := func(p []byte) error {
 		for ; ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
-			r, err := decode(it.Value())
+			r, err := decode(it.Key(), it.Value())
 			if err != nil {
 				return err
 			}
@@ -201,7 +241,7 @@ func (s *Store) Devices(ctx context.Context, tenant string, day model.Day) ([]st
 	}
 	seen := map[string]struct{}{}
 	for ok := it.First(); ok; ok = it.Next() {
-		r, err := decode(it.Value())
+		r, err := decode(it.Key(), it.Value())
 		if err != nil {
 			_ = it.Close()
 			return nil, err

@@ -271,3 +271,51 @@ func TestOpenOldStore(t *testing.T) {
 		t.Fatalf("Open of an old store = %v, want the advice to move it aside", err)
 	}
 }
+
+// A store written before values left out their key (each value a whole
+// row) still reads back, beside rows inserted since, and a newer version
+// inserted now replaces an old row; the new values are smaller.
+func TestLegacyValuesReadBack(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	const minute = 20_000*model.MillisPerDay + 5*60_000
+	old := []rollup.Row{
+		row("acme", "pump-1", "temp", minute, 3, 5),
+		row("acme", "pump-2", "temp", minute, 4, 5),
+	}
+	old[0].Writer, old[0].Part, old[0].FirstTS, old[0].LastTS = 2, 77, minute+1, minute+9
+	for i := range old { // as the earlier version wrote them
+		if err := s.db.Merge(appendKey(nil, old[i]), rollup.EncodeRow(nil, &old[i]), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newer := row("acme", "pump-2", "temp", minute, 6, 9)
+	fresh := row("acme", "pump-3", "humidity", minute, 1, 9)
+	fresh.Writer, fresh.Part = 1, 1<<40
+	if err := s.Insert(ctx, []rollup.Row{newer, fresh}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Rows(ctx, rollup.Filter{Tenant: "acme", From: minute, To: minute + 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byDevice := map[string]rollup.Row{}
+	for _, r := range got {
+		byDevice[r.Device] = r
+	}
+	for _, want := range []rollup.Row{old[0], newer, fresh} {
+		if g := byDevice[want.Device]; g != want {
+			t.Errorf("%s: got %+v, want %+v", want.Device, g, want)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("got %d rows, want 3: %+v", len(got), got)
+	}
+	devices, err := s.Devices(ctx, "acme", model.DayOf(minute))
+	if err != nil || !slices.Equal(devices, []string{"pump-1", "pump-2", "pump-3"}) {
+		t.Errorf("Devices = %v, %v", devices, err)
+	}
+	if lean, whole := len(rollup.EncodeValue(nil, &fresh)), len(rollup.EncodeRow(nil, &fresh)); lean*3 > whole*2 {
+		t.Errorf("a value is %d bytes, a whole row %d: want it at most two thirds", lean, whole)
+	}
+}
