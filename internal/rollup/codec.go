@@ -9,10 +9,11 @@ import (
 
 // codecVersion is the first byte of an encoded row list; valueVersion the
 // first byte of an encoded aggregate (EncodeValue), which leaves out the
-// row's key.
+// row's key, and pointVersion that of an aggregate of one point.
 const (
 	codecVersion = 1
 	valueVersion = 2
+	pointVersion = 3
 )
 
 // ErrCorrupt is returned for bytes that do not decode.
@@ -194,7 +195,7 @@ func DecodeRow(b []byte) (Row, error) {
 func RowVersion(b []byte) (uint64, error) {
 	var r Row
 	var err error
-	if len(b) > 0 && b[0] == valueVersion {
+	if IsValue(b) {
 		err = DecodeValue(b, &r)
 	} else {
 		err = decodeOne(b, &r, false)
@@ -204,8 +205,16 @@ func RowVersion(b []byte) (uint64, error) {
 
 // EncodeValue appends the aggregate of r without its key (tenant, device,
 // metric, minute, writer, part): the embedded rollup store's value, whose
-// key holds those. It is about half the size of EncodeRow's form.
+// key holds those. It is about half the size of EncodeRow's form; the
+// aggregate of one point (a device reporting less than once a minute: most
+// windows of a large fleet) is stored as that point, a third of that.
 func EncodeValue(b []byte, r *Row) []byte {
+	if onePoint(r) {
+		b = append(b, pointVersion)
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Sum))
+		b = binary.AppendVarint(b, r.FirstTS)
+		return binary.AppendUvarint(b, r.Version)
+	}
 	b = append(b, valueVersion)
 	b = binary.AppendUvarint(b, r.Count)
 	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Sum))
@@ -218,16 +227,38 @@ func EncodeValue(b []byte, r *Row) []byte {
 	return binary.AppendUvarint(b, r.Version)
 }
 
+// onePoint reports whether r is the aggregate of one point, bit for bit.
+func onePoint(r *Row) bool {
+	v := math.Float64bits(r.Sum)
+	return r.Count == 1 && r.FirstTS == r.LastTS &&
+		math.Float64bits(r.Min) == v && math.Float64bits(r.Max) == v &&
+		math.Float64bits(r.FirstValue) == v && math.Float64bits(r.LastValue) == v
+}
+
 // IsValue reports whether b is in EncodeValue's form (else EncodeRow's).
-func IsValue(b []byte) bool { return len(b) > 0 && b[0] == valueVersion }
+func IsValue(b []byte) bool { return len(b) > 0 && (b[0] == valueVersion || b[0] == pointVersion) }
 
 // DecodeValue decodes what EncodeValue wrote into r's aggregate fields,
 // leaving its key alone.
 func DecodeValue(b []byte, r *Row) error {
-	if len(b) == 0 || b[0] != valueVersion {
+	if !IsValue(b) {
 		return fmt.Errorf("value version: %w", ErrCorrupt)
 	}
 	d := decoder{b: b[1:]}
+	if b[0] == pointVersion {
+		v := math.Float64frombits(binary.BigEndian.Uint64(d.fixed(8, "value")))
+		r.Count, r.Sum, r.Min, r.Max, r.FirstValue, r.LastValue = 1, v, v, v, v, v
+		r.FirstTS = d.varint("ts")
+		r.LastTS = r.FirstTS
+		r.Version = d.uvarint("version")
+		if d.err != nil {
+			return d.err
+		}
+		if len(d.b) != 0 {
+			return fmt.Errorf("%d trailing bytes: %w", len(d.b), ErrCorrupt)
+		}
+		return nil
+	}
 	r.Count = d.uvarint("count")
 	for _, f := range [5]*float64{&r.Sum, &r.Min, &r.Max, &r.FirstValue, &r.LastValue} {
 		*f = math.Float64frombits(binary.BigEndian.Uint64(d.fixed(8, "value")))
