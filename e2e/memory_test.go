@@ -322,9 +322,11 @@ func TestFleetMemoryBound(t *testing.T) {
 		fmt.Sprintf("SLUICE_LIMITS_MAX_METRICS=%d", maxMetrics),
 		fmt.Sprintf("SLUICE_BUCKETS_MAX_SERIES_DAYS=%d", seriesDays),
 	)
-	// The planner holds the bound, plus the series-days of a round or two
-	// whose entries are being settled (at most a row each).
-	heap, offHeap := stateFormula(seriesDays+2*batchRows, maxWindows, feedRows)
+	// The planner holds the bound, plus the series-days loaded between two
+	// early settles (about a second: at most a series-day per reading) and
+	// those of a round or two whose entries are being settled.
+	perSecond := min(int64(devices), int64(float64(l.Readings)/res.acked.Seconds()))
+	heap, offHeap := stateFormula(seriesDays+perSecond+2*batchRows, maxWindows, feedRows)
 	bound := memoryFormula(bodyBudget, max(queueRows, maxRows*maxMetrics)) + offHeap + 2*heap
 	t.Logf("%d devices, %d readings: peak RSS %d MiB, bound %d MiB; %s until idle, %.1f CPU-s per million readings",
 		devices, l.Readings, res.peakRSS>>20, bound>>20, res.idle.Round(time.Millisecond), res.cpu.Seconds()/float64(l.Readings)*1e6)

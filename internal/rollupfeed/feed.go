@@ -17,7 +17,8 @@
 // until an operator rebuilt them, and a queue long enough not to drop held
 // gigabytes of batches. The time spent waiting is counted in
 // sluice_rollup_queue_wait_seconds_total. Only a batch observed after Close
-// began is dropped (reason="queue_full", its days marked dirty).
+// began is dropped (reason="queue_full"): its days are marked dirty if the
+// aggregator has not recorded its last marks yet, and logged either way.
 //
 // A slow or unreachable backend never makes ingest wait: rows wait in the
 // durable outbox. When the outbox is full (the backend has been unreachable
@@ -51,6 +52,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -169,6 +171,10 @@ type Feed struct {
 	mu     sync.Mutex // guards lost and closed
 	lost   map[outbox.DirtyDay]struct{}
 	closed bool
+	// sends counts the Observe calls that may still put a batch in the
+	// queue: Close waits for them before it stops the aggregator, so that
+	// no batch lands in a queue nobody reads.
+	sends sync.WaitGroup
 }
 
 // Option changes how a Feed works.
@@ -209,31 +215,48 @@ func New(cfg Config, writer uint16, ob Outbox, dst Inserter, now func() time.Tim
 }
 
 // Observe is the sink's commit hook. It waits while the queue is full (see
-// the package comment), unless the feed is closing.
+// the package comment); after Close began it drops the batch.
 func (f *Feed) Observe(b *store.Batch) {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		f.dropClosed(b)
+		return
+	}
+	f.sends.Add(1)
+	f.mu.Unlock()
+	defer f.sends.Done()
 	select {
 	case f.in <- b:
 		return
 	default:
 	}
+	// The aggregator runs until Close has waited for this send.
 	start := time.Now()
-	select {
-	case f.in <- b:
-		f.m.queueWait.Add(time.Since(start).Seconds())
-	case <-f.stopAgg:
-		rows := 0
-		days := map[outbox.DirtyDay]struct{}{}
-		for _, pw := range b.Partitions {
-			if pw.Key.Kind == model.KindReadings {
-				rows += len(pw.Readings)
-				days[outbox.DirtyDay{Tenant: pw.Key.Tenant, Day: pw.Key.Day}] = struct{}{}
-			}
+	f.in <- b
+	f.m.queueWait.Add(time.Since(start).Seconds())
+}
+
+// dropClosed leaves out of the rollups a batch committed after Close
+// began. Its days are marked dirty in memory, which the aggregator writes
+// to the outbox if it has not stopped yet; they are logged either way,
+// since the outbox may already be closed.
+func (f *Feed) dropClosed(b *store.Batch) {
+	rows := 0
+	days := map[outbox.DirtyDay]struct{}{}
+	for _, pw := range b.Partitions {
+		if pw.Key.Kind == model.KindReadings {
+			rows += len(pw.Readings)
+			days[outbox.DirtyDay{Tenant: pw.Key.Tenant, Day: pw.Key.Day}] = struct{}{}
 		}
-		f.m.dropped.WithLabelValues("queue_full").Add(float64(rows))
-		f.markLost(days)
-		// The aggregator may have recorded its last marks already.
-		f.persistLost(true)
 	}
+	if rows == 0 {
+		return
+	}
+	f.m.dropped.WithLabelValues("queue_full").Add(float64(rows))
+	f.markLost(days)
+	list := slices.SortedFunc(maps.Keys(days), compareDirty)
+	f.logger.Error("rows committed after the rollups stopped are not in them: rebuild these days", "rows", rows, "days", DirtyList(list))
 }
 
 func (f *Feed) markLost(days map[outbox.DirtyDay]struct{}) {
@@ -502,6 +525,9 @@ func (f *Feed) Close(ctx context.Context) error {
 	}
 	f.closed = true
 	f.mu.Unlock()
+	// Observe calls that began before are let finish (the aggregator still
+	// takes from the queue), then the aggregator drains it and stops.
+	f.sends.Wait()
 	close(f.stopAgg)
 	<-f.aggDone
 	for f.ob.Depth().Records > 0 && ctx.Err() == nil {

@@ -245,6 +245,9 @@ type Sink struct {
 
 	settleEvery time.Duration
 	settleReq   chan settleRequest
+	// settledEarly is when the flusher last settled because the planner
+	// was over its bound (flusher goroutine only).
+	settledEarly time.Time
 
 	commits   chan *batch
 	commitsWG sync.WaitGroup // committers running
@@ -270,8 +273,10 @@ func WithAuditGate(gate func(*model.AuditEvent) error) Option {
 type Option func(*Sink)
 
 // WithOnCommit calls fn with every batch once it is durable, from the
-// committer goroutine, after the batch's requests were answered. fn must not
-// block (hand the batch to a bounded queue) and must not modify the batch; it
+// committer goroutine, after the batch's requests were answered. fn may
+// block to push back (the rollup feed waits while its bounded queue is
+// full): the committer then takes no new batch, and the pipeline fills and
+// answers busy. It must not modify the batch; it
 // may keep it, the sink never touches a committed batch again. Batches of
 // concurrent committers may reach fn concurrently and out of order. A batch
 // whose commit failed is never passed. Rollups are computed this way, so
@@ -279,6 +284,11 @@ type Option func(*Sink)
 func WithOnCommit(fn func(*store.Batch)) Option {
 	return func(s *Sink) { s.onCommit = fn }
 }
+
+// earlySettles is how many times per settle interval, at most, a planner
+// over buckets.max_series_days settles idle entries early (about every
+// second at the default interval).
+const earlySettles = 32
 
 // DefaultSettleInterval is how often the sink makes the catalogue entries of
 // idle partitions exact again (see buckets.Planner.Settle): a partition is
@@ -590,12 +600,16 @@ func (s *Sink) flusher() {
 			timer.Stop()
 		}
 		s.plan(group)
-		if s.planner.Over() {
+		if s.planner.Over() && time.Since(s.settledEarly) >= s.settleEvery/earlySettles {
 			// Series-days whose entries run ahead cannot be forgotten:
 			// settle the ones idle since the last settle now, rather than
 			// on the next tick, so that they can go once their entries
 			// landed and the planner stays near buckets.max_series_days
-			// however many devices write within a settle interval.
+			// however many devices write within a settle interval. Not
+			// after every round: a settle makes "idle" mean "not written
+			// since", and a partition settled while its device still
+			// writes costs an exact entry now and one ahead again next.
+			s.settledEarly = time.Now()
 			s.settle(context.Background(), false, nil, nil)
 		}
 		if !open {

@@ -224,6 +224,12 @@ func (s *Store) Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]mode
 			}
 			out[i] = append(out[i], pi)
 		}
+		// The next SeekGE clears the iterator's error: check it before,
+		// or a read that failed midway would return a catalogue cut short.
+		if err := it.Error(); err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("read catalogue of %v: %w", sds[i], err)
+		}
 	}
 	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("read catalogues of %d series-days: %w", len(sds), err)
