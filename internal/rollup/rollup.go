@@ -126,8 +126,9 @@ type Config struct {
 	// MaxWindows bounds the windows held. Beyond it the closed, emitted
 	// windows kept longest without a new row are dropped first, then the
 	// open ones of the oldest minutes are emitted early and dropped, until a
-	// tenth fewer are held. Eviction costs O(log n) per window dropped: it
-	// never looks at the windows it keeps.
+	// tenth fewer are held. Eviction never looks at the closed windows it
+	// keeps: it takes from the front of the kept list, and sorts only the
+	// open windows of the minutes it evicts from.
 	MaxWindows int
 	// Writer is this gateway's writer id.
 	Writer uint16
