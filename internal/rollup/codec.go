@@ -43,12 +43,16 @@ func appendRow(b []byte, r *Row) []byte {
 	b = binary.AppendVarint(b, r.Minute)
 	b = binary.BigEndian.AppendUint16(b, r.Writer)
 	b = binary.AppendUvarint(b, r.Part)
+	return appendAggregate(b, r)
+}
+
+// appendAggregate appends what a row holds besides its key: the tail of a
+// row in a list, and a stored value (EncodeValue).
+func appendAggregate(b []byte, r *Row) []byte {
 	b = binary.AppendUvarint(b, r.Count)
-	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Sum))
-	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Min))
-	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Max))
-	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.FirstValue))
-	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.LastValue))
+	for _, f := range [5]float64{r.Sum, r.Min, r.Max, r.FirstValue, r.LastValue} {
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(f))
+	}
 	b = binary.AppendVarint(b, r.FirstTS)
 	b = binary.AppendVarint(b, r.LastTS)
 	return binary.AppendUvarint(b, r.Version)
@@ -148,9 +152,13 @@ func (d *decoder) row(r *Row, keys bool) {
 	r.Minute = d.varint("minute")
 	r.Writer = binary.BigEndian.Uint16(d.fixed(2, "writer"))
 	r.Part = d.uvarint("part")
+	d.aggregate(r)
+}
+
+// aggregate decodes what appendAggregate wrote.
+func (d *decoder) aggregate(r *Row) {
 	r.Count = d.uvarint("count")
-	fs := [5]*float64{&r.Sum, &r.Min, &r.Max, &r.FirstValue, &r.LastValue}
-	for _, f := range fs {
+	for _, f := range [5]*float64{&r.Sum, &r.Min, &r.Max, &r.FirstValue, &r.LastValue} {
 		*f = math.Float64frombits(binary.BigEndian.Uint64(d.fixed(8, "value")))
 	}
 	r.FirstTS, r.LastTS = d.varint("first_ts"), d.varint("last_ts")
@@ -215,16 +223,7 @@ func EncodeValue(b []byte, r *Row) []byte {
 		b = binary.AppendVarint(b, r.FirstTS)
 		return binary.AppendUvarint(b, r.Version)
 	}
-	b = append(b, valueVersion)
-	b = binary.AppendUvarint(b, r.Count)
-	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Sum))
-	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Min))
-	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Max))
-	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.FirstValue))
-	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.LastValue))
-	b = binary.AppendVarint(b, r.FirstTS)
-	b = binary.AppendVarint(b, r.LastTS)
-	return binary.AppendUvarint(b, r.Version)
+	return appendAggregate(append(b, valueVersion), r)
 }
 
 // onePoint reports whether r is the aggregate of one point, bit for bit.
@@ -251,20 +250,9 @@ func DecodeValue(b []byte, r *Row) error {
 		r.FirstTS = d.varint("ts")
 		r.LastTS = r.FirstTS
 		r.Version = d.uvarint("version")
-		if d.err != nil {
-			return d.err
-		}
-		if len(d.b) != 0 {
-			return fmt.Errorf("%d trailing bytes: %w", len(d.b), ErrCorrupt)
-		}
-		return nil
+	} else {
+		d.aggregate(r)
 	}
-	r.Count = d.uvarint("count")
-	for _, f := range [5]*float64{&r.Sum, &r.Min, &r.Max, &r.FirstValue, &r.LastValue} {
-		*f = math.Float64frombits(binary.BigEndian.Uint64(d.fixed(8, "value")))
-	}
-	r.FirstTS, r.LastTS = d.varint("first_ts"), d.varint("last_ts")
-	r.Version = d.uvarint("version")
 	if d.err != nil {
 		return d.err
 	}

@@ -34,20 +34,28 @@ func (s *gatedStore) Insert(ctx context.Context, rows []rollup.Row) error {
 	return s.Store.Insert(ctx, rows)
 }
 
-// A full queue makes Observe wait for the aggregator instead of dropping
-// the batch's rows from the rollups: every committed reading is counted,
-// none dropped, none of their days marked dirty, and the wait is counted.
-func TestObserveWaitsWhenQueueFull(t *testing.T) {
+// openLocal opens an embedded rollup store, closed when the test ends, and
+// an outbox, which the caller closes.
+func openLocal(t *testing.T) (*rollupstore.Store, *outbox.Outbox) {
+	t.Helper()
 	dir := t.TempDir()
 	emb, err := rollupstore.Open(filepath.Join(dir, "rollups"), quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer emb.Close()
+	t.Cleanup(func() { _ = emb.Close() })
 	ob, err := outbox.Open(filepath.Join(dir, "outbox"), 64<<20, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return emb, ob
+}
+
+// A full queue makes Observe wait for the aggregator instead of dropping
+// the batch's rows from the rollups: every committed reading is counted,
+// none dropped, none of their days marked dirty, and the wait is counted.
+func TestObserveWaitsWhenQueueFull(t *testing.T) {
+	emb, ob := openLocal(t)
 	defer ob.Close()
 	dst := &gatedStore{Store: emb, entered: make(chan struct{}, 1), gate: make(chan struct{})}
 	cfg := DefaultConfig()
@@ -108,16 +116,7 @@ func TestObserveWaitsWhenQueueFull(t *testing.T) {
 // rollups stop) is left out of the rollups and counted, without touching
 // the outbox, which may be closed by then.
 func TestObserveAfterClose(t *testing.T) {
-	dir := t.TempDir()
-	emb, err := rollupstore.Open(filepath.Join(dir, "rollups"), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Close()
-	ob, err := outbox.Open(filepath.Join(dir, "outbox"), 64<<20, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	emb, ob := openLocal(t)
 	feed := New(DefaultConfig(), 0, ob, emb, time.Now, testLogger(), prometheus.NewRegistry(), WithLocalBackend())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
