@@ -5,10 +5,10 @@ package e2e
 // what a user with that fleet pays: readings/s until the acknowledgement and
 // until the process is idle again (work done after the acknowledgement is
 // paid for), the gateway's CPU seconds per million readings, and its peak
-// RSS. One invocation runs the fleet-size curve, the batch-size curve and
-// the raw-store limit, rollups on and off:
+// RSS. One invocation runs the fleet-size curve and the batch-size curve
+// (rollups on and off) and the raw-store limit:
 //
-//	go test -run='^$' -bench='Fleet' -benchtime=1x -timeout=2h ./e2e/
+//	go test -run='^$' -bench='Fleet' -benchtime=1x -timeout=3h ./e2e/
 //
 // SLUICE_FLEET_DEVICES (comma-separated) and SLUICE_FLEET_READINGS change
 // the fleet sizes and the readings per run; SLUICE_* settings pass through
@@ -46,25 +46,38 @@ type fleetLoad struct {
 	Devices, Readings, Batch, Clients int
 }
 
+// Reading k of the run: its device, its timestamp on day, its metrics (the
+// first metrics(k) of fleetMetrics) and the value of metric m. The NDJSON
+// bodies and the limit's keys are both made from these.
+func (l fleetLoad) device(k int) string { return "dev-" + strconv.Itoa(k%l.Devices) }
+func (l fleetLoad) ts(day time.Time, k int) int64 {
+	return day.UnixMilli() + int64(k)*86_400_000/int64(l.Readings)
+}
+func metrics(k int) int            { return 5 + k%2 }
+func metricValue(k, m int) float64 { return float64((k*7+m*13)%1000) / 10 }
+
+// readings returns the range of readings of request i.
+func (l fleetLoad) readings(i int) (from, to int) {
+	return i * l.Batch, min((i+1)*l.Batch, l.Readings)
+}
+
 // body appends request i's NDJSON to b.
 func (l fleetLoad) body(b []byte, day time.Time, i int) []byte {
-	start := day.UnixMilli()
-	for k := i * l.Batch; k < min((i+1)*l.Batch, l.Readings); k++ {
-		ts := start + int64(k)*86_400_000/int64(l.Readings)
-		b = append(b, `{"device_id":"dev-`...)
-		b = strconv.AppendInt(b, int64(k%l.Devices), 10)
+	from, to := l.readings(i)
+	for k := from; k < to; k++ {
+		b = append(b, `{"device_id":"`...)
+		b = append(b, l.device(k)...)
 		b = append(b, `","ts":`...)
-		b = strconv.AppendInt(b, ts, 10)
+		b = strconv.AppendInt(b, l.ts(day, k), 10)
 		b = append(b, `,"metrics":{`...)
-		n := 5 + k%2
-		for m := range n {
+		for m := range metrics(k) {
 			if m > 0 {
 				b = append(b, ',')
 			}
 			b = append(b, '"')
 			b = append(b, fleetMetrics[m]...)
 			b = append(b, `":`...)
-			b = strconv.AppendFloat(b, float64((k*7+m*13)%1000)/10, 'g', -1, 64)
+			b = strconv.AppendFloat(b, metricValue(k, m), 'g', -1, 64)
 		}
 		b = append(b, "}}\n"...)
 	}
@@ -81,11 +94,15 @@ type fleetResult struct {
 	retries     int64         // requests answered 429 or 503 and sent again
 }
 
-func (r fleetResult) report(b *testing.B, l fleetLoad) {
+// report reports r; a gateway's also peak RSS and retries (gateway true).
+func (r fleetResult) report(b *testing.B, l fleetLoad, gateway bool) {
 	n := float64(l.Readings)
 	b.ReportMetric(n/r.idle.Seconds(), "readings/s")
 	b.ReportMetric(n/r.acked.Seconds(), "acked_readings/s")
 	b.ReportMetric(r.cpu.Seconds()/n*1e6, "CPU-s/M")
+	if !gateway {
+		return
+	}
 	b.ReportMetric(float64(r.cpu.Microseconds())/float64(l.requests()), "CPU-µs/request")
 	b.ReportMetric(float64(r.peakRSS)/(1<<20), "peak_RSS_MiB")
 	b.ReportMetric(float64(r.retries), "retries")
@@ -103,32 +120,35 @@ func runFleet(tb testing.TB, l fleetLoad, env ...string) fleetResult {
 	url := g.url + "/v1/readings"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
+	// The first client to fail stops the others, and its error is the
+	// cause.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 
 	cpu0 := procCPU(tb, pid)
 	start := time.Now()
 	var next, retries atomic.Int64
-	var failed atomic.Value
 	var wg sync.WaitGroup
 	for range l.Clients {
 		wg.Go(func() {
 			var buf []byte
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= l.requests() || failed.Load() != nil || ctx.Err() != nil {
+				if i >= l.requests() || ctx.Err() != nil {
 					return
 				}
 				buf = l.body(buf[:0], day, i)
 				for {
 					code, err := postNDJSON(ctx, hc, url, buf)
 					if err != nil {
-						failed.CompareAndSwap(nil, err)
+						fail(err)
 						return
 					}
 					if code == http.StatusAccepted {
 						break
 					}
 					if code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable {
-						failed.CompareAndSwap(nil, fmt.Errorf("request %d: status %d", i, code))
+						fail(fmt.Errorf("request %d: status %d", i, code))
 						return
 					}
 					retries.Add(1)
@@ -139,7 +159,7 @@ func runFleet(tb testing.TB, l fleetLoad, env ...string) fleetResult {
 	}
 	wg.Wait()
 	acked := time.Since(start)
-	if err, _ := failed.Load().(error); err != nil {
+	if err := context.Cause(ctx); err != nil {
 		tb.Fatalf("%v\n%s", err, tail(g.logs(), 4000))
 	}
 	idleAt := waitProcIdle(tb, pid)
@@ -270,7 +290,7 @@ func BenchmarkFleet(b *testing.B) {
 			name, env := rollupsEnv(on)
 			b.Run(fmt.Sprintf("devices=%d/%s", devices, name), func(b *testing.B) {
 				l := fleetLoad{Devices: devices, Readings: fleetReadings(b, devices), Batch: 1000, Clients: 8}
-				benchFleet(b, l, env)
+				benchFleet(b, l, true, func() fleetResult { return runFleet(b, l, env) })
 			})
 		}
 	}
@@ -292,16 +312,18 @@ func BenchmarkFleetBatch(b *testing.B) {
 				// minute or so of one-reading requests.
 				readings := min(fleetReadings(b, 10_000), batch*200_000)
 				l := fleetLoad{Devices: 10_000, Readings: readings, Batch: batch, Clients: clients}
-				benchFleet(b, l, env)
+				benchFleet(b, l, true, func() fleetResult { return runFleet(b, l, env) })
 			})
 		}
 	}
 }
 
-func benchFleet(b *testing.B, l fleetLoad, env ...string) {
+// benchFleet runs run b.N times and reports the means (the peak of peak
+// RSS).
+func benchFleet(b *testing.B, l fleetLoad, gateway bool, run func() fleetResult) {
 	var sum fleetResult
 	for range b.N {
-		r := runFleet(b, l, env...)
+		r := run()
 		sum.acked += r.acked
 		sum.idle += r.idle
 		sum.cpu += r.cpu
@@ -311,7 +333,7 @@ func benchFleet(b *testing.B, l fleetLoad, env ...string) {
 	n := time.Duration(b.N)
 	sum.acked, sum.idle, sum.cpu = sum.acked/n, sum.idle/n, sum.cpu/n
 	sum.retries /= int64(b.N)
-	sum.report(b, l)
+	sum.report(b, l, gateway)
 }
 
 // BenchmarkFleetLimit is the raw-store limit of the fleet runs: the same
@@ -324,18 +346,7 @@ func BenchmarkFleetLimit(b *testing.B) {
 	for _, devices := range fleetSizes(b) {
 		b.Run(fmt.Sprintf("devices=%d", devices), func(b *testing.B) {
 			l := fleetLoad{Devices: devices, Readings: fleetReadings(b, devices), Batch: 1000, Clients: 8}
-			var sum fleetResult
-			for range b.N {
-				r := runLimit(b, l)
-				sum.idle += r.idle
-				sum.acked += r.acked
-				sum.cpu += r.cpu
-			}
-			n := time.Duration(b.N)
-			sum.acked, sum.idle, sum.cpu = sum.acked/n, sum.idle/n, sum.cpu/n
-			b.ReportMetric(float64(l.Readings)/sum.idle.Seconds(), "readings/s")
-			b.ReportMetric(float64(l.Readings)/sum.acked.Seconds(), "acked_readings/s")
-			b.ReportMetric(sum.cpu.Seconds()/float64(l.Readings)*1e6, "CPU-s/M")
+			benchFleet(b, l, false, func() fleetResult { return runLimit(b, l) })
 		})
 	}
 }
@@ -365,13 +376,12 @@ func runLimit(tb testing.TB, l fleetLoad) fleetResult {
 					return
 				}
 				batch := db.NewBatch()
-				for k := i * l.Batch; k < min((i+1)*l.Batch, l.Readings); k++ {
-					ts := day.UnixMilli() + int64(k)*86_400_000/int64(l.Readings)
-					dev := "dev-" + strconv.Itoa(k%l.Devices)
-					pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: dev, Day: model.DayOf(ts)}.Partition(0)
-					for m := range 5 + k%2 {
-						v := float64((k*7+m*13)%1000) / 10
-						key, val = pebblestore.AppendReading(key[:0], val[:0], pk, model.ReadingRow{TS: ts, Metric: fleetMetrics[m], Value: v})
+				from, to := l.readings(i)
+				for k := from; k < to; k++ {
+					ts := l.ts(day, k)
+					pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: l.device(k), Day: model.DayOf(ts)}.Partition(0)
+					for m := range metrics(k) {
+						key, val = pebblestore.AppendReading(key[:0], val[:0], pk, model.ReadingRow{TS: ts, Metric: fleetMetrics[m], Value: metricValue(k, m)})
 						if err := batch.Set(key, val, nil); err != nil {
 							tb.Error(err)
 						}

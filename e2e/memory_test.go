@@ -82,11 +82,14 @@ func memoryFormula(bodyBudget, rows int64) int64 {
 		// store: store.pebble.cache_bytes (64 MiB) and up to four
 		// memtables of 64 MiB waiting to be flushed.
 		baseline = (40 + 64 + 4*64) << 20
-		rowBytes = 250 // a waiting cell, measured: decoded (24 B), planned into its batch (48 B), encoded for the store
-		gcFactor = 2   // GOGC=100: the heap may reach twice what is live
+		gcFactor = 2 // GOGC=100: the heap may reach twice what is live
 	)
 	return baseline + gcFactor*(bodyBudget+rows*rowBytes)
 }
+
+// rowBytes is what a cell waiting for the store costs, measured: decoded
+// (24 B), planned into its batch (48 B), encoded for the store.
+const rowBytes = 250
 
 // TestMemoryUnderHostileBodies fires gzip bombs, large gzip bodies of the
 // most rows and metrics allowed, and large chunked bodies at the gateway at
@@ -283,10 +286,9 @@ func stateFormula(seriesDays, windows, queued int64) (heap, offHeap int64) {
 	const (
 		seriesDayBytes = 480       // measured at 1,000,000 devices: Series, Partition, map entry
 		windowBytes    = 250 + 120 // measured (BenchmarkAggregatorFleet): window, its series, list links; and its row when emitted
-		queuedRowBytes = 250       // as a row waiting for the store
 		rollupStore    = (2*64 + 8) << 20
 	)
-	return seriesDays*seriesDayBytes + windows*windowBytes + queued*queuedRowBytes, rollupStore
+	return seriesDays*seriesDayBytes + windows*windowBytes + queued*rowBytes, rollupStore
 }
 
 // TestFleetMemoryBound runs the gateway, rollups on, with a fleet of many

@@ -347,9 +347,9 @@ func (p *Planner) ownedBy(sub uint32) bool {
 // two settle intervals idle), one with an entry in a commit until Landed.
 // MaxSeriesDays is therefore a soft bound: the series-days written since
 // their entries were last settled stay on top of it. The sink keeps that
-// short: while Over, it settles idle partitions after every round instead
-// of every settle interval, so the planner holds about MaxSeriesDays plus
-// the series-days of the last rounds. A forgotten series-day's state
+// short: while Over, it settles idle partitions about 32 times per settle
+// interval instead of once, so the planner holds about MaxSeriesDays plus
+// the series-days written since the last of those. A forgotten series-day's state
 // is reloaded from the catalogue on its next write (after the commits that
 // hold its changes), so forgetting it is safe.
 //

@@ -1,6 +1,7 @@
 package rollup
 
 import (
+	stdcmp "cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -53,18 +54,8 @@ func (a *refAggregator) keptInOrder() []Key {
 			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(keys, func(x, y Key) int { return cmpU64(a.windows[x].seq, a.windows[y].seq) })
+	slices.SortFunc(keys, func(x, y Key) int { return stdcmp.Compare(a.windows[x].seq, a.windows[y].seq) })
 	return keys
-}
-
-func cmpU64(x, y uint64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // compareParts orders keys, then parts.
@@ -72,7 +63,7 @@ func (a *refAggregator) compareParts(x, y Key) int {
 	if c := compareKeys(x, y); c != 0 {
 		return c
 	}
-	return cmpU64(a.windows[x].part, a.windows[y].part)
+	return stdcmp.Compare(a.windows[x].part, a.windows[y].part)
 }
 
 func newRef(cfg Config, start time.Time) *refAggregator {

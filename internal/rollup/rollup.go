@@ -128,7 +128,9 @@ type Config struct {
 	// open ones of the oldest minutes are emitted early and dropped, until a
 	// tenth fewer are held. Eviction never looks at the closed windows it
 	// keeps: it takes from the front of the kept list, and sorts only the
-	// open windows of the minutes it evicts from.
+	// open windows of the minutes it evicts from. Advance evicts; Add does
+	// not, so a caller adding fast calls Advance once Len passes the bound
+	// rather than only on its tick.
 	MaxWindows int
 	// Writer is this gateway's writer id.
 	Writer uint16

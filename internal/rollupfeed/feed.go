@@ -302,8 +302,8 @@ func (f *Feed) aggregate(agg *rollup.Aggregator) {
 		select {
 		case b := <-f.in:
 			add(b)
-			// Windows are evicted by Advance: between two ticks a fast
-			// stream could start many more than MaxWindows.
+			// Only Advance evicts (rollup.Config.MaxWindows): between two
+			// ticks a fast stream could start many more than the bound.
 			if agg.Len() > f.cfg.MaxWindows {
 				emit(agg.Advance(f.now()))
 			}

@@ -1234,15 +1234,16 @@ func TestAuditGate(t *testing.T) {
 // series-days than that are written within one settle interval: their
 // entries run ahead, which keeps a series-day in memory until they are
 // settled, so a planner over its bound settles idle ones early (here every
-// 100 ms, a 32nd of the interval) instead of at the next tick. Without that,
-// every series-day written in the interval was held (here all 400, against
-// a bound of 20).
+// 100 ms, a 32nd of the interval) instead of at the next tick, which comes
+// only after the rounds below. Without that, every series-day written in
+// the interval was held (here all 400, against a bound of 20).
 func TestPlannerBoundedWithinSettleInterval(t *testing.T) {
+	const interval = 3200 * time.Millisecond
 	st := tempStore(t)
 	bcfg := testBuckets()
 	bcfg.MaxSeriesDays = 20
 	bcfg.Reserve = buckets.DefaultReserve(bcfg) // as the gateway runs: entries ahead
-	s := New(testConfig(), bcfg, st, discard, prometheus.NewRegistry(), WithSettleInterval(3200*time.Millisecond))
+	s := New(testConfig(), bcfg, st, discard, prometheus.NewRegistry(), WithSettleInterval(interval))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -1252,10 +1253,13 @@ func TestPlannerBoundedWithinSettleInterval(t *testing.T) {
 	})
 	peak := 0.0
 	start := time.Now()
-	for round := range 40 {
+	rounds := 0
+	// Rounds of 10 new series-days each, every 20 ms, stopping well before
+	// the first regular settle.
+	for ; rounds < 40 && time.Since(start) < interval*3/4; rounds++ {
 		var rs []model.Reading
 		for d := range 10 {
-			rs = append(rs, reading(fmt.Sprintf("dev-%d-%d", round, d), base+int64(round), "a"))
+			rs = append(rs, reading(fmt.Sprintf("dev-%d-%d", rounds, d), base+int64(rounds), "a"))
 		}
 		if err := s.Write(t.Context(), &Request{Tenant: tenant, Readings: rs}); err != nil {
 			t.Fatal(err)
@@ -1263,31 +1267,36 @@ func TestPlannerBoundedWithinSettleInterval(t *testing.T) {
 		peak = max(peak, testutil.ToFloat64(s.m.seriesDays))
 		time.Sleep(20 * time.Millisecond)
 	}
-	if time.Since(start) >= 3200*time.Millisecond {
-		t.Skip("the rounds took longer than a settle interval: the regular tick may have settled them")
+	if rounds < 30 {
+		t.Fatalf("only %d rounds of 20 ms in %s: too few to tell a bounded planner from one holding them all", rounds, interval*3/4)
 	}
-	// The bound, plus the series-days written between two early settles
-	// (about five rounds) and those whose settle is still being committed;
-	// all 400 without early settles.
-	t.Logf("planner held up to %v series-days", peak)
+	// The bound, plus the series-days written in one or two early-settle
+	// periods (about five rounds each) and those whose settle is still
+	// being committed; 10 per round without early settles.
+	t.Logf("%d rounds: planner held up to %v series-days", rounds, peak)
 	if limit := 200.0; peak > limit {
 		t.Errorf("planner held up to %v series-days, want at most %v", peak, limit)
 	}
-	// Nothing written was lost on the way: every reading reads back.
-	n := 0
-	for round := range 40 {
+	// Nothing written was lost on the way: every reading reads back, from
+	// the partitions its series-day's catalogue names.
+	for round := range rounds {
 		for d := range 10 {
 			sd := model.SeriesDay{Kind: model.KindReadings, Tenant: tenant, Series: fmt.Sprintf("dev-%d-%d", round, d), Day: model.DayOf(base)}
 			parts, err := st.Catalogue(t.Context(), sd)
 			if err != nil {
 				t.Fatal(err)
 			}
+			n := 0
 			for _, p := range parts {
-				n += int(p.Rows)
+				rows, err := st.ScanReadings(t.Context(), p.Key, store.Range{From: base, To: base + day}, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n += len(rows)
+			}
+			if n != 1 {
+				t.Errorf("%v: %d rows read back, want 1", sd, n)
 			}
 		}
-	}
-	if n < 400 {
-		t.Errorf("catalogue counts %d rows, want at least 400", n)
 	}
 }

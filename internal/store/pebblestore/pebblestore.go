@@ -149,28 +149,11 @@ func batchSize(b *store.Batch) int {
 
 // Catalogue returns every partition of one series-day, ordered by sub-bucket.
 func (s *Store) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.PartitionInfo, error) {
-	prefix := seriesDayCataloguePrefix(nil, sd)
-	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	out, err := s.Catalogues(ctx, []model.SeriesDay{sd})
 	if err != nil {
-		return nil, fmt.Errorf("read catalogue of %v: %w", sd, err)
+		return nil, err
 	}
-	var out []model.PartitionInfo
-	for ok := it.First(); ok; ok = it.Next() {
-		k := it.Key()
-		if len(k) != len(prefix)+4 {
-			continue
-		}
-		pi := model.PartitionInfo{Key: sd.Partition(binary.BigEndian.Uint32(k[len(prefix):]))}
-		if err := decodeInfo(it.Value(), &pi); err != nil {
-			_ = it.Close()
-			return nil, fmt.Errorf("read catalogue entry %v: %w", pi.Key, err)
-		}
-		out = append(out, pi)
-	}
-	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("read catalogue of %v: %w", sd, err)
-	}
-	return out, nil
+	return out[0], nil
 }
 
 // Catalogues reads the catalogues of many series-days (out[i] for sds[i])
@@ -182,25 +165,25 @@ func (s *Store) Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]mode
 	if len(sds) == 0 {
 		return out, nil
 	}
+	// The prefixes share one buffer: built first, then sliced, since
+	// appending may move it.
 	var buf []byte
-	ends := make([]int, len(sds)) // prefix i is buf[ends[i-1]:ends[i]]
+	ends := make([]int, len(sds))
 	for i, sd := range sds {
 		buf = seriesDayCataloguePrefix(buf, sd)
 		ends[i] = len(buf)
 	}
-	prefix := func(i int) []byte {
+	prefixes := make([][]byte, len(sds))
+	order := make([]int, len(sds))
+	for i, end := range ends {
 		start := 0
 		if i > 0 {
 			start = ends[i-1]
 		}
-		return buf[start:ends[i]:ends[i]]
+		prefixes[i], order[i] = buf[start:end:end], i
 	}
-	order := make([]int, len(sds))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(prefix(a), prefix(b)) })
-	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: prefix(order[0]), UpperBound: prefixEnd(prefix(order[len(order)-1]))})
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(prefixes[a], prefixes[b]) })
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: prefixes[order[0]], UpperBound: prefixEnd(prefixes[order[len(order)-1]])})
 	if err != nil {
 		return nil, fmt.Errorf("read catalogues of %d series-days: %w", len(sds), err)
 	}
@@ -211,7 +194,7 @@ func (s *Store) Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]mode
 				return nil, err
 			}
 		}
-		p := prefix(i)
+		p := prefixes[i]
 		for ok := it.SeekGE(p); ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
 			k := it.Key()
 			if len(k) != len(p)+4 {
