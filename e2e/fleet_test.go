@@ -19,6 +19,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
@@ -353,10 +354,7 @@ func BenchmarkFleetLimit(b *testing.B) {
 
 func runLimit(tb testing.TB, l fleetLoad) fleetResult {
 	tb.Helper()
-	db, err := pebble.Open(tb.TempDir(), &pebble.Options{
-		Cache: pebble.NewCache(64 << 20), MemTableSize: 64 << 20, MemTableStopWritesThreshold: 4,
-		FormatMajorVersion: pebble.FormatNewest, Logger: quietPebble{},
-	})
+	db, err := pebblestore.OpenDB(tb.TempDir(), 0, slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -398,12 +396,4 @@ func runLimit(tb testing.TB, l fleetLoad) fleetResult {
 	acked := time.Since(start)
 	idle := waitProcIdle(tb, self)
 	return fleetResult{acked: acked, idle: idle.at.Sub(start), cpu: idle.cpu - cpu0}
-}
-
-type quietPebble struct{}
-
-func (quietPebble) Infof(string, ...any)  {}
-func (quietPebble) Errorf(string, ...any) {}
-func (quietPebble) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf(format, args...))
 }

@@ -310,10 +310,7 @@ func BenchmarkPebbleLimit(b *testing.B) {
 
 func benchPebbleLimit(b *testing.B, workload string) {
 	reqs, bodies := benchWorkload(workload, b.N)
-	db, err := pebble.Open(b.TempDir(), &pebble.Options{
-		Cache: pebble.NewCache(64 << 20), MemTableSize: 64 << 20, MemTableStopWritesThreshold: 4,
-		FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{},
-	})
+	db, err := pebblestore.OpenDB(b.TempDir(), 0, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -336,14 +333,6 @@ func benchPebbleLimit(b *testing.B, workload string) {
 			b.Error(err)
 		}
 	})
-}
-
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any)  {}
-func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf(format, args...))
 }
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -314,10 +315,7 @@ func storeDrain(b *testing.B, topics, payloads []string) (time.Duration, cpuUse)
 			}
 		}
 	}
-	db, err := pebble.Open(b.TempDir(), &pebble.Options{
-		Cache: pebble.NewCache(64 << 20), MemTableSize: 64 << 20, MemTableStopWritesThreshold: 4,
-		FormatMajorVersion: pebble.FormatNewest, Logger: quietPebble{},
-	})
+	db, err := pebblestore.OpenDB(b.TempDir(), 0, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -350,14 +348,6 @@ func storeDrain(b *testing.B, topics, payloads []string) (time.Duration, cpuUse)
 	}
 	wg.Wait()
 	return time.Since(start), cpuNow(b).sub(cpu0)
-}
-
-type quietPebble struct{}
-
-func (quietPebble) Infof(string, ...any)  {}
-func (quietPebble) Errorf(string, ...any) {}
-func (quietPebble) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf(format, args...))
 }
 
 // BenchmarkMQTTToStore compares, in one run, the readings/s that Mosquitto

@@ -46,20 +46,7 @@ func (s *Store) Version() int64 { return s.ver.next() }
 
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
-	if opts.CacheBytes <= 0 {
-		opts.CacheBytes = 64 << 20
-	}
-	cache := pebble.NewCache(opts.CacheBytes)
-	po := &pebble.Options{
-		Cache:                       cache,
-		Merger:                      catalogueMerger,
-		Logger:                      slogAdapter{logger},
-		MemTableSize:                64 << 20,
-		MemTableStopWritesThreshold: 4,
-		FormatMajorVersion:          pebble.FormatNewest,
-	}
-	db, err := pebble.Open(dir, po)
-	cache.Unref()
+	db, err := OpenDB(dir, opts.CacheBytes, logger)
 	if err != nil {
 		return nil, fmt.Errorf("open embedded store %q: %w", dir, err)
 	}
@@ -68,6 +55,26 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
 		wo = pebble.NoSync
 	}
 	return &Store{db: db, dir: dir, logger: logger, wo: wo}, nil
+}
+
+// OpenDB opens the Pebble database in dir with the store's settings (block
+// cache of cacheBytes, 64 MiB if not positive; memtables; merger), without
+// the store around it: what the benchmarks' raw-store limits write to, so
+// that they are measured on the same settings.
+func OpenDB(dir string, cacheBytes int64, logger *slog.Logger) (*pebble.DB, error) {
+	if cacheBytes <= 0 {
+		cacheBytes = 64 << 20
+	}
+	cache := pebble.NewCache(cacheBytes)
+	defer cache.Unref()
+	return pebble.Open(dir, &pebble.Options{
+		Cache:                       cache,
+		Merger:                      catalogueMerger,
+		Logger:                      slogAdapter{logger},
+		MemTableSize:                64 << 20,
+		MemTableStopWritesThreshold: 4,
+		FormatMajorVersion:          pebble.FormatNewest,
+	})
 }
 
 // Close flushes nothing extra (every commit is already durable) and closes
