@@ -278,17 +278,19 @@ func TestMemoryUnderHostileBodies(t *testing.T) {
 
 // stateFormula is the part of the memory formula in docs/operations.md for
 // what a fleet makes the gateway hold (keep the two in step): seriesDays
-// series-days in the bucket planner, windows rollup windows of one point,
-// and queued rows waiting for the rollup aggregator; plus the embedded
-// rollup store's memtables and cache. It is live heap: the caller doubles
+// series-days in the bucket planner, pendingMinutes device-minutes waiting
+// for their rollups' recompute, and rollRows rows of one recompute; plus
+// the embedded rollup store's memtables and cache and the rollup marks'
+// memtables. It is live heap: the caller doubles
 // it with the rest.
-func stateFormula(seriesDays, windows, queued int64) (heap, offHeap int64) {
+func stateFormula(seriesDays, pendingMinutes, rollRows int64) (heap, offHeap int64) {
 	const (
-		seriesDayBytes = 480       // measured at 1,000,000 devices: Series, Partition, map entry
-		windowBytes    = 250 + 120 // measured (BenchmarkAggregatorFleet): window, its series, list links; and its row when emitted
+		seriesDayBytes = 480 // measured at 1,000,000 devices: Series, Partition, map entry
+		pendingBytes   = 200 // a device-minute waiting for its recompute, each of its own device: the device, its map entry and list links, the minute
 		rollupStore    = (2*64 + 8) << 20
+		marks          = 2 * 16 << 20 // the marks database's memtables
 	)
-	return seriesDays*seriesDayBytes + windows*windowBytes + queued*rowBytes, rollupStore
+	return seriesDays*seriesDayBytes + pendingMinutes*pendingBytes + rollRows*rowBytes, rollupStore + marks
 }
 
 // TestFleetMemoryBound runs the gateway, rollups on, with a fleet of many
@@ -313,8 +315,8 @@ func TestFleetMemoryBound(t *testing.T) {
 		batchRows  = 4000    // sink.batch_rows's default
 		maxMetrics = 16
 		maxRows    = 10_000
-		maxWindows = 250_000 // rollups.max_windows's default
-		feedRows   = 64 * 4000
+		maxPending = 250_000    // rollups.max_pending's default
+		rollRows   = 50_000 * 6 // a recompute's rows: rollups.batch_rows minutes of about 5.5 metrics
 	)
 	l := fleetLoad{Devices: devices, Readings: 2 * devices, Batch: 1000, Clients: 8}
 	res := runFleet(t, l,
@@ -328,7 +330,7 @@ func TestFleetMemoryBound(t *testing.T) {
 	// early settles (about a second: at most a series-day per reading) and
 	// those of a round or two whose entries are being settled.
 	perSecond := min(int64(devices), int64(float64(l.Readings)/res.acked.Seconds()))
-	heap, offHeap := stateFormula(seriesDays+perSecond+2*batchRows, maxWindows, feedRows)
+	heap, offHeap := stateFormula(seriesDays+perSecond+2*batchRows, 2*maxPending, rollRows)
 	bound := memoryFormula(bodyBudget, max(queueRows, maxRows*maxMetrics)) + offHeap + 2*heap
 	t.Logf("%d devices, %d readings: peak RSS %d MiB, bound %d MiB; %s until idle, %.1f CPU-s per million readings",
 		devices, l.Readings, res.peakRSS>>20, bound>>20, res.idle.Round(time.Millisecond), res.cpu.Seconds()/float64(l.Readings)*1e6)

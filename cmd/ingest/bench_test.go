@@ -200,7 +200,7 @@ func benchHTTPIngest(b *testing.B, workload string, rollups bool) {
 	}
 	if emitted := scrapeCounter(b, hc, metrics, "sluice_rollup_rows_emitted_total"); emitted > 0 {
 		b.ReportMetric(float64(b.N*benchReadings)/emitted, "readings/rollup_row")
-		b.ReportMetric(scrapeCounter(b, hc, metrics, "sluice_rollup_rows_reemitted_total")/emitted, "reemitted/rollup_row")
+		b.ReportMetric(scrapeCounter(b, hc, metrics, "sluice_rollup_raw_reads_total")/float64(b.N*benchReadings), "raw_reads/reading")
 	}
 	cancel()
 	if err := <-done; err != nil {

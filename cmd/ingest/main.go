@@ -97,6 +97,9 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) erro
 	switch cmd {
 	case "serve":
 		logger := newLogger(cfg.Log, stderr)
+		for _, r := range loaded.Retired {
+			logger.Warn("retired setting: " + r)
+		}
 		if *doMigrate {
 			if err := migrate(ctx, cfg, logger); err != nil {
 				return err

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/outbox"
 	"github.com/sluicehq/sluice/internal/reader"
+	"github.com/sluicehq/sluice/internal/rollmarks"
 	"github.com/sluicehq/sluice/internal/rollupapi"
 	"github.com/sluicehq/sluice/internal/rollupfeed"
 	"github.com/sluicehq/sluice/internal/rollupstore"
@@ -33,6 +34,7 @@ type rollups struct {
 	ob      *outbox.Outbox
 	ch      *chstore.Store
 	emb     *rollupstore.Store
+	marks   *rollmarks.Store
 	api     *rollupapi.Handler
 	logger  *slog.Logger
 	timeout time.Duration
@@ -80,17 +82,30 @@ func startRollups(cfg config.Config, st reader.Store, logger *slog.Logger, reg p
 	if marks, err := ob.Dirty(); err == nil && len(marks) > 0 {
 		logger.Warn("rollups of these days are incomplete; run `query rollups rebuild` for them (with the tenant's token)", "days", rollupfeed.DirtyList(marks))
 	}
+	marks, err := rollmarks.Open(filepath.Join(cfg.DataDir, "rollmarks"), logger)
+	if err != nil {
+		_ = ob.Close()
+		r.closeBackend()
+		return nil, err
+	}
+	r.marks = marks
 	var opts []rollupfeed.Option
 	if r.emb != nil {
 		// Local and durable: no outbox write per row; the outbox keeps only
 		// rows whose insert failed, and the dirty days.
 		opts = append(opts, rollupfeed.WithLocalBackend())
 	}
-	r.feed = rollupfeed.New(cfg.Rollups, uint16(cfg.Buckets.Writer), ob, dst, time.Now, logger, reg, opts...)
+	r.feed, err = rollupfeed.New(cfg.Rollups, st, marks, ob, dst, time.Now, logger, reg, opts...)
+	if err != nil {
+		_ = marks.Close()
+		_ = ob.Close()
+		r.closeBackend()
+		return nil, err
+	}
 	r.api = rollupapi.New(raw, dst, rollupapi.OutboxStatus(backend, ob, logger), time.Now, logger,
 		rollupapi.WithReadConfig(cfg.Read), rollupapi.WithRebuilds(cfg.Rollups.MaxRebuilds, cfg.Rollups.RebuildTimeout))
 	r.api.ClearOnRebuild(ob)
-	logger.Info("rollups on", "backend", backend, "clickhouse_addr", cfg.Rollups.ClickHouse.Addr, "allowed_lateness", cfg.Rollups.AllowedLateness)
+	logger.Info("rollups on", "backend", backend, "clickhouse_addr", cfg.Rollups.ClickHouse.Addr, "roll_delay", cfg.Rollups.RollDelay)
 	return r, nil
 }
 
@@ -98,7 +113,7 @@ func (r *rollups) sinkOptions() []sink.Option {
 	if r == nil {
 		return nil
 	}
-	return []sink.Option{sink.WithOnCommit(r.feed.Observe)}
+	return []sink.Option{sink.WithCommitHook(r.feed)}
 }
 
 func (r *rollups) routes() map[string]http.HandlerFunc {
@@ -117,6 +132,9 @@ func (r *rollups) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
 	_ = r.feed.Close(ctx)
+	if err := r.marks.Close(); err != nil {
+		r.logger.Error("close rollup marks", "err", err)
+	}
 	if err := r.ob.Close(); err != nil {
 		r.logger.Error("close rollup outbox", "err", err)
 	}

@@ -20,9 +20,8 @@ func rollupsRebuildCommand() command {
 whole minutes of [--from, --to), recomputes their rollups and replaces the
 rows its rollup store holds there. Progress is drawn on stderr; the answer
 streams as long as the rebuild runs, so --timeout does not cut it (Ctrl-C
-does). Rebuild ranges older than rollups.allowed_lateness +
-rollups.keep_closed, or run it again later: a window still open in a
-gateway is re-emitted on top.
+does). A gateway recomputes the minutes it writes the same way, so a rebuild of
+a range still being written is harmless: the later recompute of a minute wins.
 CSV and JSON print the gateway's result: device_days, readings (raw metric
 values read), rows_written (rollup rows written, retractions included) and
 rows_retracted.

@@ -61,42 +61,27 @@ var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func ms(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
 
-func rr(metric string, ts time.Duration, v float64) model.ReadingRow {
-	return model.ReadingRow{TS: ms(ts), Metric: metric, Value: v}
-}
-
 func TestExactValuesWithLateRowsAndRetries(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
-	a := rollup.New(rollup.Config{AllowedLateness: 30 * time.Second, KeepClosed: time.Minute, MaxWindows: 1000, Writer: 1}, t0)
 	var inserted [][]rollup.Row
-	emit := func(at time.Duration) {
-		rows := a.Advance(t0.Add(at))
-		if len(rows) > 0 {
-			if err := s.Insert(ctx, rows); err != nil {
-				t.Fatal(err)
-			}
-			inserted = append(inserted, rows)
+	recompute := func(device string, version uint64, readings ...model.Reading) {
+		rows := rollup.Compute("acme", device, readings, version)
+		if err := s.Insert(ctx, rows); err != nil {
+			t.Fatal(err)
 		}
+		inserted = append(inserted, rows)
 	}
-	// Minute 0: three readings, one of them retried.
-	a.Add(t0.Add(time.Second), "acme", "pump-1", []model.ReadingRow{rr("temp", 0, 20), rr("temp", 30*time.Second, 22)})
-	a.Add(t0.Add(2*time.Second), "acme", "pump-1", []model.ReadingRow{rr("temp", 30*time.Second, 22)}) // retry
-	a.Add(t0.Add(3*time.Second), "acme", "pump-1", []model.ReadingRow{rr("temp", 45*time.Second, 18.5)})
-	// Minute 1 and another device.
-	a.Add(t0.Add(61*time.Second), "acme", "pump-1", []model.ReadingRow{rr("temp", 61*time.Second, 30)})
-	a.Add(t0.Add(61*time.Second), "acme", "pump-2", []model.ReadingRow{rr("temp", 10*time.Second, 5), rr("temp", 70*time.Second, 7)})
-	emit(95 * time.Second)  // minute 0 closes
-	emit(155 * time.Second) // minute 1 closes
-	// A late row for minute 0 (within keep_closed): re-emitted as a new version.
-	a.Add(t0.Add(156*time.Second), "acme", "pump-1", []model.ReadingRow{rr("temp", 59*time.Second, 40)})
-	emit(157 * time.Second)
-	// A very late row after minute 0 was dropped: a new part.
-	emit(400 * time.Second)
-	a.Add(t0.Add(401*time.Second), "acme", "pump-1", []model.ReadingRow{rr("temp", 50*time.Second, -10)})
-	emit(402 * time.Second)
+	at := func(ts time.Duration, v float64) model.Reading {
+		return model.Reading{TS: ms(ts), Metrics: []model.Metric{{Name: "temp", Value: v}}}
+	}
+	// Minutes 0 and 1 of pump-1 and pump-2 as first recomputed.
+	recompute("pump-1", 1, at(0, 20), at(30*time.Second, 22), at(45*time.Second, 18.5), at(61*time.Second, 30))
+	recompute("pump-2", 1, at(10*time.Second, 5), at(70*time.Second, 7))
+	// Two late readings for minute 0: recomputed whole, a higher version.
+	recompute("pump-1", 2, at(0, 20), at(30*time.Second, 22), at(45*time.Second, 18.5), at(50*time.Second, -10), at(59*time.Second, 40))
 
-	// Retried inserts of every emission, in any order, change nothing.
+	// Retried inserts of every recompute, in any order, change nothing.
 	for i := len(inserted) - 1; i >= 0; i-- {
 		if err := s.Insert(ctx, inserted[i]); err != nil {
 			t.Fatal(err)

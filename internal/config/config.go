@@ -194,6 +194,18 @@ type Loaded struct {
 	// "file", "env SLUICE_..." or "flag --...". A key absent from it is
 	// at its default.
 	Origin map[string]string
+	// Retired lists settings the file or environment still gives that no
+	// longer have an effect, each with what replaced it; serve logs them.
+	Retired []string
+}
+
+// retired are settings of earlier versions that are accepted and ignored,
+// with what replaced them.
+var retired = map[string]string{
+	"rollups.allowed_lateness": "rollups are recomputed from the raw store; see rollups.roll_delay",
+	"rollups.keep_closed":      "rollups are recomputed from the raw store; see rollups.roll_delay",
+	"rollups.max_windows":      "no windows are held in memory; see rollups.max_pending",
+	"rollups.queue_batches":    "no batches are queued for the rollups; see rollups.max_pending",
 }
 
 // LoadSources reads and validates the configuration. Precedence: flag >
@@ -222,6 +234,11 @@ func LoadSources(src Sources) (Config, Loaded, error) {
 		if err := v.ReadInConfig(); err != nil {
 			return Config{}, l, fmt.Errorf("read config %s: %w", file, err)
 		}
+		for _, k := range v.AllKeys() {
+			if why, ok := retired[k]; ok {
+				l.Retired = append(l.Retired, fmt.Sprintf("%s (file): ignored: %s", k, why))
+			}
+		}
 		if err := checkUnknown(v, def); err != nil {
 			return Config{}, l, fmt.Errorf("config %s: %w", file, err)
 		}
@@ -238,6 +255,11 @@ func LoadSources(src Sources) (Config, Loaded, error) {
 			continue
 		}
 		key, known := envKey(v, name)
+		for k, why := range retired {
+			if strings.ReplaceAll(k, ".", "_") == strings.ToLower(strings.TrimPrefix(name, "SLUICE_")) {
+				l.Retired = append(l.Retired, fmt.Sprintf("%s (env %s): ignored: %s", k, name, why))
+			}
+		}
 		if !known {
 			continue // SLUICE_URL, SLUICE_TOKEN and the like belong to other tools
 		}
@@ -357,6 +379,9 @@ func checkUnknown(v *viper.Viper, def Config) error {
 	var errs []error
 	for _, k := range v.AllKeys() {
 		if _, ok := known[k]; ok {
+			continue
+		}
+		if _, ok := retired[k]; ok {
 			continue
 		}
 		if strings.HasPrefix(k, "auth.tokens") || strings.HasPrefix(k, "retention.tenants.") {
@@ -517,7 +542,7 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Retention.Validate(retention.Bound{Key: "limits.max_future", D: c.Limits.MaxFuture},
-		retention.Bound{Key: "rollups.allowed_lateness", D: c.Rollups.AllowedLateness}); err != nil {
+		retention.Bound{Key: "rollups.roll_delay", D: c.Rollups.RollDelay}); err != nil {
 		errs = append(errs, err)
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {

@@ -1,7 +1,6 @@
 package rollup
 
 import (
-	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -16,167 +15,9 @@ var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC) // a minute boundary
 
 func ms(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
 
-// step is one action against an Aggregator: add rows at a time, or advance.
-type step struct {
-	at     time.Duration // since t0
-	device string
-	rows   []model.ReadingRow
-	flush  bool
-	want   []Row // rows emitted by Advance (or Flush) at this step; Version and Part ignored
-}
-
-func row(metric string, ts time.Duration, v float64) model.ReadingRow {
-	return model.ReadingRow{TS: ms(ts), Metric: metric, Value: v}
-}
-
 func agg(device, metric string, minute time.Duration, count uint64, sum, mn, mx float64, first, last time.Duration, fv, lv float64) Row {
 	return Row{Key: Key{Tenant: "t", Device: device, Metric: metric, Minute: ms(minute)}, Count: count, Sum: sum, Min: mn, Max: mx,
 		FirstTS: ms(first), FirstValue: fv, LastTS: ms(last), LastValue: lv}
-}
-
-func TestAggregator(t *testing.T) {
-	cfg := Config{AllowedLateness: 30 * time.Second, KeepClosed: 2 * time.Minute, MaxWindows: 1000, Writer: 3}
-	tests := []struct {
-		name  string
-		cfg   Config
-		steps []step
-	}{
-		{
-			name: "window emitted once it closes, not before",
-			steps: []step{
-				{at: 10 * time.Second, device: "d", rows: []model.ReadingRow{row("temp", 0, 1), row("temp", 20*time.Second, 4), row("temp", 40*time.Second, 2.5)}},
-				{at: 75 * time.Second},
-				{at: 90 * time.Second, want: []Row{agg("d", "temp", 0, 3, 7.5, 1, 4, 0, 40*time.Second, 1, 2.5)}},
-				{at: 200 * time.Second},
-			},
-		},
-		{
-			name: "a retried row is counted once, out-of-order rows sorted",
-			steps: []step{
-				{at: time.Second, device: "d", rows: []model.ReadingRow{row("p", 30*time.Second, 5), row("p", 10*time.Second, -1)}},
-				{at: 2 * time.Second, device: "d", rows: []model.ReadingRow{row("p", 30*time.Second, 5), row("p", 10*time.Second, -1)}},
-				{at: 95 * time.Second, want: []Row{agg("d", "p", 0, 2, 4, -1, 5, 10*time.Second, 30*time.Second, -1, 5)}},
-			},
-		},
-		{
-			name: "a late row re-emits the whole window",
-			steps: []step{
-				{at: time.Second, device: "d", rows: []model.ReadingRow{row("p", 0, 1), row("p", time.Second, 2)}},
-				{at: 95 * time.Second, want: []Row{agg("d", "p", 0, 2, 3, 1, 2, 0, time.Second, 1, 2)}},
-				{at: 100 * time.Second, device: "d", rows: []model.ReadingRow{row("p", 59*time.Second, 10)}},
-				{at: 101 * time.Second, want: []Row{agg("d", "p", 0, 3, 13, 1, 10, 0, 59*time.Second, 1, 10)}},
-				{at: 102 * time.Second},
-			},
-		},
-		{
-			name: "a changed value replaces the old one",
-			steps: []step{
-				{at: time.Second, device: "d", rows: []model.ReadingRow{row("p", 0, 1), row("p", 5*time.Second, 2)}},
-				{at: 2 * time.Second, device: "d", rows: []model.ReadingRow{row("p", 0, 7)}},
-				{at: 91 * time.Second, want: []Row{agg("d", "p", 0, 2, 9, 2, 7, 0, 5*time.Second, 7, 2)}},
-			},
-		},
-		{
-			name: "metrics and devices are separate windows",
-			steps: []step{
-				{at: time.Second, device: "a", rows: []model.ReadingRow{row("x", 0, 1), row("y", 0, 2), row("x", 61*time.Second, 3)}},
-				{at: 2 * time.Second, device: "b", rows: []model.ReadingRow{row("x", 0, 4)}},
-				{at: 91 * time.Second, want: []Row{
-					agg("a", "x", 0, 1, 1, 1, 1, 0, 0, 1, 1),
-					agg("a", "y", 0, 1, 2, 2, 2, 0, 0, 2, 2),
-					agg("b", "x", 0, 1, 4, 4, 4, 0, 0, 4, 4),
-				}},
-				{at: 151 * time.Second, want: []Row{agg("a", "x", time.Minute, 1, 3, 3, 3, 61*time.Second, 61*time.Second, 3, 3)}},
-			},
-		},
-		{
-			name: "a row later than keep_closed starts a new part with only that row",
-			steps: []step{
-				{at: time.Second, device: "d", rows: []model.ReadingRow{row("p", 0, 1)}},
-				{at: 91 * time.Second, want: []Row{agg("d", "p", 0, 1, 1, 1, 1, 0, 0, 1, 1)}},
-				{at: 300 * time.Second},
-				{at: 301 * time.Second, device: "d", rows: []model.ReadingRow{row("p", 2*time.Second, 8)}},
-				{at: 302 * time.Second, want: []Row{agg("d", "p", 0, 1, 8, 8, 8, 2*time.Second, 2*time.Second, 8, 8)}},
-			},
-		},
-		{
-			name: "flush emits open windows",
-			steps: []step{
-				{at: time.Second, device: "d", rows: []model.ReadingRow{row("p", 0, 1)}},
-				{at: 2 * time.Second, flush: true, want: []Row{agg("d", "p", 0, 1, 1, 1, 1, 0, 0, 1, 1)}},
-				{at: 3 * time.Second, flush: true},
-			},
-		},
-		{
-			name: "over max_windows the oldest open window is emitted early and dropped",
-			cfg:  Config{AllowedLateness: time.Minute, KeepClosed: time.Minute, MaxWindows: 1, Writer: 3},
-			steps: []step{
-				{at: time.Second, device: "d", rows: []model.ReadingRow{row("p", 0, 1), row("p", 61*time.Second, 2)}},
-				{at: 2 * time.Second, want: []Row{agg("d", "p", 0, 1, 1, 1, 1, 0, 0, 1, 1)}},
-				{at: 3 * time.Second},
-			},
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			c := cfg
-			if tc.cfg.MaxWindows != 0 {
-				c = tc.cfg
-			}
-			a := New(c, t0)
-			var lastVer uint64
-			for i, s := range tc.steps {
-				now := t0.Add(s.at)
-				var got []Row
-				switch {
-				case s.rows != nil:
-					a.Add(now, "t", s.device, s.rows)
-					continue
-				case s.flush:
-					got = a.Flush(now)
-				default:
-					got = a.Advance(now)
-				}
-				stepMax := lastVer
-				for _, r := range got {
-					if r.Version <= lastVer {
-						t.Errorf("step %d: version %d not above the previous step's %d", i, r.Version, lastVer)
-					}
-					stepMax = max(stepMax, r.Version)
-					if r.Writer != 3 {
-						t.Errorf("step %d: writer %d, want 3", i, r.Writer)
-					}
-				}
-				lastVer = stepMax
-				if diff := cmp.Diff(s.want, got, cmpopts.IgnoreFields(Row{}, "Version", "Part", "Writer"), cmpopts.EquateEmpty()); diff != "" {
-					t.Errorf("step %d (at %s): emitted rows (-want +got):\n%s", i, s.at, diff)
-				}
-			}
-		})
-	}
-}
-
-func TestPartsDifferAcrossInstances(t *testing.T) {
-	a := New(Config{AllowedLateness: 0, KeepClosed: 0, MaxWindows: 10}, t0)
-	a.Add(t0.Add(time.Second), "t", "d", []model.ReadingRow{row("p", 0, 1)})
-	first := a.Advance(t0.Add(2 * time.Minute))
-	a.Add(t0.Add(3*time.Minute), "t", "d", []model.ReadingRow{row("p", time.Second, 1)})
-	second := a.Advance(t0.Add(4 * time.Minute))
-	if len(first) != 1 || len(second) != 1 {
-		t.Fatalf("emitted %d then %d rows, want 1 and 1", len(first), len(second))
-	}
-	if first[0].Part == second[0].Part {
-		t.Errorf("both instances of the window have part %d", first[0].Part)
-	}
-	if st := a.Stats(); st.Late != 1 || st.Points != 2 {
-		t.Errorf("stats %+v, want 1 late and 2 points", st)
-	}
-	// A restarted aggregator (later start) never reuses a part.
-	b := New(Config{MaxWindows: 10}, t0.Add(time.Second))
-	b.Add(t0.Add(5*time.Minute), "t", "d", []model.ReadingRow{row("p", 0, 1)})
-	if r := b.Flush(t0.Add(5 * time.Minute)); r[0].Part <= second[0].Part {
-		t.Errorf("restart part %d not above %d", r[0].Part, second[0].Part)
-	}
 }
 
 func TestCompute(t *testing.T) {
@@ -390,46 +231,6 @@ func FuzzDecodeRows(f *testing.F) {
 			t.Fatalf("re-encoding %d rows failed: %v", len(rows), err)
 		}
 	})
-}
-
-// Eviction frees what it drops: no dropped window stays in the kept list
-// or the close queue, where it would be held (points, series and all)
-// until it came due, so that max_windows would not bound memory.
-func TestEvictionFreesWindows(t *testing.T) {
-	const max = 20
-	a := New(Config{AllowedLateness: time.Minute, KeepClosed: 10 * time.Minute, MaxWindows: max}, t0)
-	now := t0.Add(time.Hour) // every minute below is long closed: a backfill
-	for round := range 10 {
-		for i := range 30 {
-			dev := fmt.Sprint("d", i)
-			a.Add(now, "t", dev, []model.ReadingRow{row("m", time.Duration(round)*time.Minute, 1)})
-		}
-		now = now.Add(time.Second)
-		a.Advance(now)
-		if a.Len() > max {
-			t.Fatalf("round %d: %d windows held, more than %d", round, a.Len(), max)
-		}
-		kept := 0
-		for w := a.kept.head; w != nil; w = w.next {
-			if !w.held {
-				t.Errorf("round %d: a dropped window is in the kept list", round)
-			}
-			kept++
-		}
-		if kept > a.Len() {
-			t.Errorf("round %d: %d windows in the kept list for %d windows held", round, kept, a.Len())
-		}
-		for m, q := range a.closing {
-			for _, w := range q {
-				if !w.held {
-					t.Errorf("round %d: a dropped window waits in the close queue of minute %d", round, m)
-				}
-			}
-		}
-	}
-	if a.Stats().Evicted == 0 {
-		t.Fatal("nothing was evicted: the test proves nothing")
-	}
 }
 
 // EncodeValue and DecodeValue round-trip every aggregate, the one-point

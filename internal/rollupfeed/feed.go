@@ -1,31 +1,39 @@
-// Package rollupfeed drives the rollups: it receives every batch the sink
-// made durable (sink.WithOnCommit), aggregates its readings into minute
-// windows (package rollup), writes emitted rows to the durable outbox, and
-// ships the outbox to the rollup backend (ClickHouse, or the embedded
-// rollup store). It also rebuilds rollups from the raw store and verifies
-// them against it.
+// Package rollupfeed drives the rollups: it recomputes, from the raw store,
+// every device-minute the sink commits readings to, writes the rows to the
+// durable outbox, and ships the outbox to the rollup backend (ClickHouse,
+// or the embedded rollup store). It also rebuilds rollups from the raw
+// store and verifies them against it.
 //
-// # Raw ingest waits for the aggregator, never for the backend
+// # Rollups from the raw store
 //
-// Observe copies a pointer into a bounded queue (QueueBatches committed
-// batches). When the queue is full, the aggregator is behind the sink (it is
-// short of CPU: it does no I/O but the embedded rollup store's writes and
-// the outbox's), and Observe waits for room: the committer that called it
-// waits, the sink's queue fills, and producers are answered 503 until the
-// aggregator caught up. That bounds the memory of a backlog and loses no
-// row, where a queue that dropped rows when full left rollups incomplete
-// until an operator rebuilt them, and a queue long enough not to drop held
-// gigabytes of batches. The time spent waiting is counted in
-// sluice_rollup_queue_wait_seconds_total. Only a batch observed after Close
-// began is dropped (reason="queue_full"): its days are marked dirty if the
-// aggregator has not recorded its last marks yet, and logged either way.
+// The feed is the sink's commit hook (sink.CommitHook). Before a batch
+// reaches the raw store, BeforeCommit marks the device-minutes it writes,
+// synced, in the marks database (package rollmarks); after it is durable,
+// AfterCommit adds them to the pending set, due RollDelay later. The
+// roller takes the due devices on every tick, reads each one's marked
+// minutes back from the raw store (a run of nearby minutes per range read)
+// and aggregates them whole into rows with writer rollup.RebuildWriter,
+// part 0 and, as version, the time its reads began. Once the rows are
+// stored (in the outbox, or in a local backend) the marks that no pending
+// minute or commit in flight needs are forgotten, a generation at a time.
+//
+// The rollups are therefore a function of the raw store, not of the
+// deliveries: a reading retried, redelivered, or sent through two gateways
+// is stored once in the raw store (which de-duplicates on read) and so
+// counted once. Of two gateways' recomputes of one minute, the one whose
+// reads began later saw every commit that was durable when the other's
+// began, and carries the higher version, which the backends keep. A crash
+// loses no minute: its marks were synced before its commit, and the next
+// start takes them up. The pending set is bounded (MaxPending: past it the
+// oldest are recomputed early; past twice it BeforeCommit waits, so the
+// write pipeline pushes back), and the wait is counted in
+// sluice_rollup_queue_wait_seconds_total.
 //
 // A slow or unreachable backend never makes ingest wait: rows wait in the
 // durable outbox. When the outbox is full (the backend has been unreachable
-// for long), emitted rows are dropped with reason="outbox_full": the outbox
-// keeps the oldest rows, and the dirty days, listed by GET
+// for long), recomputed rows are dropped with reason="outbox_full": the
+// outbox keeps the oldest rows, and the dirty days, listed by GET
 // /v1/rollups/status and logged, are repaired with `query rollups rebuild`.
-// The raw store is the source of truth; rollups are a projection of it.
 //
 // # Delivery
 //
@@ -37,13 +45,12 @@
 //
 // A local backend (the embedded rollup store, WithLocalBackend) is itself
 // durable on this disk, so the outbox in front of it would only write every
-// row twice: the aggregator inserts emitted rows into it directly, on the
-// flush tick, with the same bounded batches. Only rows whose insert failed
-// go to the outbox, where the shipper retries them like any other record
-// (and past a full outbox they are dropped and their days marked dirty, as
-// above). The shipper also drains records left in the outbox by an earlier
-// run. Shutdown flushes every window held the same way, before Close
-// returns.
+// row twice: the roller inserts rows into it directly, in the same bounded
+// batches. Only rows whose insert failed go to the outbox, where the
+// shipper retries them like any other record (and past a full outbox they
+// are dropped and their days marked dirty, as above). The shipper also
+// drains records left in the outbox by an earlier run. Shutdown recomputes
+// every pending minute the same way, before Close returns.
 package rollupfeed
 
 import (
@@ -63,19 +70,26 @@ import (
 	"github.com/sluicehq/sluice/internal/chstore"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/outbox"
+	"github.com/sluicehq/sluice/internal/reader"
+	"github.com/sluicehq/sluice/internal/rollmarks"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/store"
 )
 
 // Config is the rollups.* section.
 type Config struct {
-	Enabled         bool          `mapstructure:"enabled"`
-	AllowedLateness time.Duration `mapstructure:"allowed_lateness"`
-	KeepClosed      time.Duration `mapstructure:"keep_closed"`
-	MaxWindows      int           `mapstructure:"max_windows"`
+	Enabled bool `mapstructure:"enabled"`
+	// RollDelay is how long after a commit its minutes are recomputed:
+	// writes to one device-minute within it share one recompute.
+	RollDelay time.Duration `mapstructure:"roll_delay"`
+	// MaxPending bounds the device-minutes waiting for their recompute;
+	// past it the oldest are recomputed early, and past twice it the write
+	// pipeline waits for the roller.
+	MaxPending int `mapstructure:"max_pending"`
+	// ReadConcurrency is how many raw reads a roll runs at once.
+	ReadConcurrency int           `mapstructure:"read_concurrency"`
 	FlushInterval   time.Duration `mapstructure:"flush_interval"`
 	BatchRows       int           `mapstructure:"batch_rows"`
-	QueueBatches    int           `mapstructure:"queue_batches"`
 	OutboxMaxBytes  int64         `mapstructure:"outbox_max_bytes"`
 	// MaxRebuilds is how many rebuilds (POST /v1/rollups/rebuild) may run
 	// at once; one more is answered 503.
@@ -90,8 +104,8 @@ type Config struct {
 // until rollups.clickhouse.addr is set.
 func DefaultConfig() Config {
 	return Config{
-		Enabled: true, AllowedLateness: time.Minute, KeepClosed: 10 * time.Minute, MaxWindows: 250_000,
-		FlushInterval: time.Second, BatchRows: 50_000, QueueBatches: 64, OutboxMaxBytes: 1 << 30,
+		Enabled: true, RollDelay: 30 * time.Second, MaxPending: 250_000, ReadConcurrency: 4,
+		FlushInterval: time.Second, BatchRows: 50_000, OutboxMaxBytes: 1 << 30,
 		MaxRebuilds: 1, RebuildTimeout: time.Hour,
 		ClickHouse: chstore.DefaultConfig(),
 	}
@@ -100,17 +114,20 @@ func DefaultConfig() Config {
 // Validate reports every bad setting.
 func (c Config) Validate() error {
 	var errs []error
-	if err := c.aggConfig(0).Validate("rollups."); err != nil {
-		errs = append(errs, err)
+	if c.RollDelay < 0 || c.RollDelay > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("rollups.roll_delay: must be between 0s and 10m, got %s", c.RollDelay))
+	}
+	if c.MaxPending < 1000 || c.MaxPending > 100_000_000 {
+		errs = append(errs, fmt.Errorf("rollups.max_pending: must be 1000..100000000, got %d", c.MaxPending))
+	}
+	if c.ReadConcurrency < 1 || c.ReadConcurrency > 256 {
+		errs = append(errs, fmt.Errorf("rollups.read_concurrency: must be 1..256, got %d", c.ReadConcurrency))
 	}
 	if c.FlushInterval < 10*time.Millisecond || c.FlushInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("rollups.flush_interval: must be between 10ms and 1m, got %s", c.FlushInterval))
 	}
 	if c.BatchRows < 1 || c.BatchRows > 1_000_000 {
 		errs = append(errs, fmt.Errorf("rollups.batch_rows: must be 1..1000000, got %d", c.BatchRows))
-	}
-	if c.QueueBatches < 1 {
-		errs = append(errs, fmt.Errorf("rollups.queue_batches: must be at least 1, got %d", c.QueueBatches))
 	}
 	if c.OutboxMaxBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("rollups.outbox_max_bytes: must be at least 1048576, got %d", c.OutboxMaxBytes))
@@ -125,10 +142,6 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-func (c Config) aggConfig(writer uint16) rollup.Config {
-	return rollup.Config{AllowedLateness: c.AllowedLateness, KeepClosed: c.KeepClosed, MaxWindows: c.MaxWindows, Writer: writer}
 }
 
 // Inserter is where shipped rows go.
@@ -146,117 +159,221 @@ type Outbox interface {
 	MarkDirty(marks []outbox.DirtyDay) error
 }
 
-// Feed is the running rollup pipeline. Create it with New, feed it with
-// Observe, stop it with Close.
+// Marks is the durable record of the minutes whose rollups may be behind
+// the raw store (package rollmarks).
+type Marks interface {
+	Add(gen uint64, ms []rollmarks.Minute) error
+	Each(fn func(gen uint64, m rollmarks.Minute) error) error
+	Forget(below uint64) error
+}
+
+// Feed is the running rollup pipeline. Create it with New, install it on
+// the sink with sink.WithCommitHook, stop it with Close.
 type Feed struct {
 	cfg    Config
 	ob     Outbox
 	dst    Inserter
+	raw    reader.Store
+	marks  Marks
 	now    func() time.Time
 	logger *slog.Logger
 	m      *metrics
 
-	in      chan *store.Batch
-	wake    chan struct{} // the shipper has work
-	stopAgg chan struct{}
-	aggDone chan struct{}
-	shipCtx context.Context
-	stopShp context.CancelFunc
-	shpDone chan struct{}
+	wake     chan struct{} // the shipper has work
+	rollNow  chan struct{} // more pending than MaxPending
+	stopRoll chan struct{}
+	rollDone chan struct{}
+	shipCtx  context.Context
+	stopShp  context.CancelFunc
+	shpDone  chan struct{}
 
-	local        bool      // insert emitted rows into dst directly
-	localLogged  time.Time // last log of a failed local insert (aggregator goroutine)
+	local        bool      // insert rows into dst directly
+	localLogged  time.Time // last log of a failed local insert (roller goroutine)
 	localFailing bool
+	lastVersion  uint64    // roller goroutine
+	rollLogged   time.Time // last log of a failed recompute (roller goroutine)
 
-	mu     sync.Mutex // guards lost and closed
-	lost   map[outbox.DirtyDay]struct{}
-	closed bool
-	// sends counts the Observe calls that may still put a batch in the
-	// queue: Close waits for them before it stops the aggregator, so that
-	// no batch lands in a queue nobody reads.
-	sends sync.WaitGroup
+	mu       sync.Mutex // guards the fields below
+	room     *sync.Cond // signalled when pending minutes fall
+	gen      uint64     // generation new marks are written in
+	forgot   uint64     // marks of generations below it are forgotten
+	inflight map[uint64]int
+	batches  map[*store.Batch]marked
+	pending  pendingSet
+	lost     map[outbox.DirtyDay]struct{}
+	closed   bool
+}
+
+// marked is what BeforeCommit recorded of a batch in flight.
+type marked struct {
+	gen     uint64
+	minutes []rollmarks.Minute
 }
 
 // Option changes how a Feed works.
 type Option func(*Feed)
 
 // WithLocalBackend says that the Inserter is local and durable (the
-// embedded rollup store): emitted rows are inserted into it directly
-// instead of through the outbox, which then only holds rows whose insert
-// failed (see the package comment).
+// embedded rollup store): rows are inserted into it directly instead of
+// through the outbox, which then only holds rows whose insert failed (see
+// the package comment).
 func WithLocalBackend() Option {
 	return func(f *Feed) { f.local = true }
 }
 
-// New starts a feed for writer id writer.
-func New(cfg Config, writer uint16, ob Outbox, dst Inserter, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer, opts ...Option) *Feed {
+// New starts a feed that recomputes marked minutes from raw and writes
+// them to dst (through ob unless WithLocalBackend). It first takes up the
+// marks left by an earlier run: those minutes are recomputed on the first
+// roll.
+func New(cfg Config, raw reader.Store, marks Marks, ob Outbox, dst Inserter, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer, opts ...Option) (*Feed, error) {
 	f := &Feed{
-		cfg: cfg, ob: ob, dst: dst, now: now, logger: logger,
-		in:      make(chan *store.Batch, cfg.QueueBatches),
-		wake:    make(chan struct{}, 1),
-		stopAgg: make(chan struct{}),
-		aggDone: make(chan struct{}),
-		shpDone: make(chan struct{}),
-		lost:    make(map[outbox.DirtyDay]struct{}),
+		cfg: cfg, ob: ob, dst: dst, raw: raw, marks: marks, now: now, logger: logger,
+		wake:     make(chan struct{}, 1),
+		rollNow:  make(chan struct{}, 1),
+		stopRoll: make(chan struct{}),
+		rollDone: make(chan struct{}),
+		shpDone:  make(chan struct{}),
+		inflight: make(map[uint64]int),
+		batches:  make(map[*store.Batch]marked),
+		pending:  newPendingSet(),
+		lost:     make(map[outbox.DirtyDay]struct{}),
 	}
+	f.room = sync.NewCond(&f.mu)
 	for _, o := range opts {
 		o(f)
 	}
-	f.m = newMetrics(reg, ob)
+	var left int
+	err := marks.Each(func(gen uint64, m rollmarks.Minute) error {
+		// Due at once: these minutes were written before this start.
+		f.pending.add(m, gen, time.Time{})
+		f.gen = max(f.gen, gen+1)
+		left++
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take up rollup marks: %w", err)
+	}
+	f.forgot = 0
+	if left > 0 {
+		logger.Info("rollups of minutes written before the restart are recomputed from the raw store", "minutes", left)
+	}
+	f.m = newMetrics(reg, ob, f)
 	f.shipCtx, f.stopShp = context.WithCancel(context.Background())
-	agg := rollup.New(cfg.aggConfig(writer), now())
-	go f.aggregate(agg)
+	go f.roller()
 	go f.ship()
 	if d := ob.Depth(); d.Records > 0 {
 		logger.Info("rollup outbox holds rows from before the restart; shipping them", "rows", d.Rows, "bytes", d.Bytes)
 		f.signal()
 	}
-	return f
+	return f, nil
 }
 
-// Observe is the sink's commit hook. It waits while the queue is full (see
-// the package comment); after Close began it drops the batch.
-func (f *Feed) Observe(b *store.Batch) {
+// minutesOf lists the distinct device-minutes a batch writes readings to.
+func minutesOf(b *store.Batch) []rollmarks.Minute {
+	var out []rollmarks.Minute
+	for _, pw := range b.Partitions {
+		if pw.Key.Kind != model.KindReadings || len(pw.Readings) == 0 {
+			continue
+		}
+		first := len(out)
+		for _, r := range pw.Readings {
+			m := rollup.MinuteOf(r.TS)
+			if n := len(out); n > first && out[n-1].Minute == m {
+				continue
+			}
+			out = append(out, rollmarks.Minute{Tenant: pw.Key.Tenant, Device: pw.Key.Series, Minute: m})
+		}
+		// Rows of a partition are mostly in time order; sort the rest.
+		part := out[first:]
+		slices.SortFunc(part, func(a, b rollmarks.Minute) int { return cmp.Compare(a.Minute, b.Minute) })
+		out = out[:first+len(slices.CompactFunc(part, func(a, b rollmarks.Minute) bool { return a.Minute == b.Minute }))]
+	}
+	return out
+}
+
+// BeforeCommit marks, synced, the minutes b writes readings to, before b
+// reaches the raw store (sink.CommitHook): a crash after the commit leaves
+// the marks for the next start. Past twice MaxPending it first waits for
+// the roller (counted in sluice_rollup_queue_wait_seconds_total).
+func (f *Feed) BeforeCommit(b *store.Batch) error {
+	ms := minutesOf(b)
+	if len(ms) == 0 {
+		return nil
+	}
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
-		f.dropClosed(b)
-		return
+		f.dropClosed(ms)
+		return nil
 	}
-	f.sends.Add(1)
+	if f.pending.minutes > 2*f.cfg.MaxPending {
+		start := time.Now()
+		for f.pending.minutes > 2*f.cfg.MaxPending && !f.closed {
+			f.room.Wait()
+		}
+		f.m.queueWait.Add(time.Since(start).Seconds())
+	}
+	g := f.gen
+	f.inflight[g]++
+	f.batches[b] = marked{gen: g, minutes: ms}
 	f.mu.Unlock()
-	defer f.sends.Done()
-	select {
-	case f.in <- b:
-		return
-	default:
+	if err := f.marks.Add(g, ms); err != nil {
+		f.mu.Lock()
+		f.finishGen(g)
+		delete(f.batches, b)
+		f.mu.Unlock()
+		return err
 	}
-	// The aggregator runs until Close has waited for this send.
-	start := time.Now()
-	f.in <- b
-	f.m.queueWait.Add(time.Since(start).Seconds())
+	return nil
 }
 
-// dropClosed leaves out of the rollups a batch committed after Close
-// began. Its days are marked dirty in memory, which the aggregator writes
-// to the outbox if it has not stopped yet; they are logged either way,
-// since the outbox may already be closed.
-func (f *Feed) dropClosed(b *store.Batch) {
-	rows := 0
-	days := map[outbox.DirtyDay]struct{}{}
-	for _, pw := range b.Partitions {
-		if pw.Key.Kind == model.KindReadings {
-			rows += len(pw.Readings)
-			days[outbox.DirtyDay{Tenant: pw.Key.Tenant, Day: pw.Key.Day}] = struct{}{}
-		}
-	}
-	if rows == 0 {
+// AfterCommit learns that b is durable (or failed): its minutes become due
+// RollDelay from now.
+func (f *Feed) AfterCommit(b *store.Batch, err error) {
+	f.mu.Lock()
+	mk, ok := f.batches[b]
+	if !ok {
+		f.mu.Unlock()
 		return
 	}
-	f.m.dropped.WithLabelValues("queue_full").Add(float64(rows))
+	delete(f.batches, b)
+	// A failed commit is recomputed too: on a store that is not atomic
+	// (Cassandra) some of its rows may be stored.
+	now := f.now()
+	for _, m := range mk.minutes {
+		f.pending.add(m, mk.gen, now)
+	}
+	f.finishGen(mk.gen)
+	over := f.pending.minutes > f.cfg.MaxPending
+	f.mu.Unlock()
+	if over {
+		select {
+		case f.rollNow <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// finishGen ends one commit of generation g. f.mu is held.
+func (f *Feed) finishGen(g uint64) {
+	if f.inflight[g]--; f.inflight[g] <= 0 {
+		delete(f.inflight, g)
+	}
+}
+
+// dropClosed leaves out of the rollups minutes committed after Close
+// began (the sink is closed first, so this is a bug's trace). Their days
+// are marked dirty in memory, which the roller writes to the outbox if it
+// has not stopped yet; they are logged either way.
+func (f *Feed) dropClosed(ms []rollmarks.Minute) {
+	days := map[outbox.DirtyDay]struct{}{}
+	for _, m := range ms {
+		days[outbox.DirtyDay{Tenant: m.Tenant, Day: model.DayOf(m.Minute)}] = struct{}{}
+	}
+	f.m.dropped.WithLabelValues("closed").Add(float64(len(ms)))
 	f.markLost(days)
 	list := slices.SortedFunc(maps.Keys(days), compareDirty)
-	f.logger.Error("rows committed after the rollups stopped are not in them: rebuild these days", "rows", rows, "days", DirtyList(list))
+	f.logger.Error("minutes committed after the rollups stopped are not in them: rebuild these days", "minutes", len(ms), "days", DirtyList(list))
 }
 
 func (f *Feed) markLost(days map[outbox.DirtyDay]struct{}) {
@@ -271,59 +388,6 @@ func (f *Feed) signal() {
 	select {
 	case f.wake <- struct{}{}:
 	default:
-	}
-}
-
-// aggregate owns the Aggregator.
-func (f *Feed) aggregate(agg *rollup.Aggregator) {
-	defer close(f.aggDone)
-	tick := time.NewTicker(f.cfg.FlushInterval)
-	defer tick.Stop()
-	var prev rollup.Stats
-	add := func(b *store.Batch) {
-		now := f.now()
-		for _, pw := range b.Partitions {
-			if pw.Key.Kind == model.KindReadings && len(pw.Readings) > 0 {
-				agg.Add(now, pw.Key.Tenant, pw.Key.Series, pw.Readings)
-			}
-		}
-	}
-	emit := func(rows []rollup.Row) {
-		f.store(rows)
-		st := agg.Stats()
-		f.m.late.Add(float64(st.Late - prev.Late))
-		f.m.duplicates.Add(float64(st.Duplicates - prev.Duplicates))
-		f.m.emitted.Add(float64(st.Emitted - prev.Emitted))
-		f.m.reemitted.Add(float64(st.Reemitted - prev.Reemitted))
-		prev = st
-		f.m.windows.Set(float64(agg.Len()))
-	}
-	for {
-		select {
-		case b := <-f.in:
-			add(b)
-			// Only Advance evicts (rollup.Config.MaxWindows): between two
-			// ticks a fast stream could start many more than the bound.
-			if agg.Len() > f.cfg.MaxWindows {
-				emit(agg.Advance(f.now()))
-			}
-		case <-tick.C:
-			emit(agg.Advance(f.now()))
-			f.persistLost(false)
-		case <-f.stopAgg:
-			for {
-				select {
-				case b := <-f.in:
-					add(b)
-					continue
-				default:
-				}
-				break
-			}
-			emit(agg.Flush(f.now()))
-			f.persistLost(true)
-			return
-		}
 	}
 }
 
@@ -513,10 +577,11 @@ func (f *Feed) deliver(ctx context.Context, recs []outbox.Record) error {
 	return f.ob.Ack(recs)
 }
 
-// Close stops aggregating, emits every window held (so that nothing
-// observed is lost; it waits in the outbox if it cannot be shipped), and
-// tries to ship the outbox until ctx ends. Rows still in the outbox then are
-// shipped by the next start.
+// Close stops the roller after one last roll of every pending minute (so
+// that nothing committed waits for the next start, unless ctx ends first:
+// then its marks do), and tries to ship the outbox until ctx ends. Rows
+// still in the outbox then are shipped by the next start. The sink must be
+// closed first.
 func (f *Feed) Close(ctx context.Context) error {
 	f.mu.Lock()
 	if f.closed {
@@ -524,12 +589,11 @@ func (f *Feed) Close(ctx context.Context) error {
 		return nil
 	}
 	f.closed = true
+	f.room.Broadcast()
 	f.mu.Unlock()
-	// Observe calls that began before are let finish (the aggregator still
-	// takes from the queue), then the aggregator drains it and stops.
-	f.sends.Wait()
-	close(f.stopAgg)
-	<-f.aggDone
+	close(f.stopRoll)
+	<-f.rollDone
+	f.finalRoll(ctx)
 	for f.ob.Depth().Records > 0 && ctx.Err() == nil {
 		f.signal()
 		t := time.NewTimer(20 * time.Millisecond)

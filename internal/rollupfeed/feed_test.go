@@ -22,6 +22,8 @@ import (
 	"github.com/sluicehq/sluice/internal/chstore"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/outbox"
+	"github.com/sluicehq/sluice/internal/reader"
+	"github.com/sluicehq/sluice/internal/rollmarks"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/rollupstore"
 	"github.com/sluicehq/sluice/internal/sink"
@@ -115,17 +117,16 @@ func newRig(t *testing.T, dst Inserter) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
-	cfg.AllowedLateness, cfg.KeepClosed, cfg.FlushInterval = 0, time.Minute, 20*time.Millisecond
+	cfg := testConfig()
 	cfg.BatchRows = 500
 	reg := prometheus.NewRegistry()
 	var opts []Option
 	if _, ok := dst.(*rollupstore.Store); ok {
 		opts = append(opts, WithLocalBackend()) // as the gateway runs it
 	}
-	feed := New(cfg, 0, ob, dst, time.Now, testLogger(), reg, opts...)
+	feed := newFeed(t, cfg, raw, filepath.Join(dir, "marks"), ob, dst, reg, opts...)
 	scfg := sink.DefaultConfig()
-	sk := sink.New(scfg, buckets.DefaultConfig(), raw, quiet, reg, sink.WithOnCommit(feed.Observe))
+	sk := sink.New(scfg, buckets.DefaultConfig(), raw, quiet, reg, sink.WithCommitHook(feed))
 	r := &rig{raw: raw, ob: ob, feed: feed, sink: sk, reg: reg}
 	t.Cleanup(func() {
 		r.close(t)
@@ -166,6 +167,30 @@ func (r *rig) write(t *testing.T, tenant string, devices []string, start time.Ti
 			t.Fatalf("write seconds %d..%d: %v", s, s+30, err)
 		}
 	}
+}
+
+// testConfig is the default configuration with minutes recomputed as soon
+// as their commit is durable, on a fast tick.
+func testConfig() Config {
+	cfg := DefaultConfig()
+	cfg.RollDelay, cfg.FlushInterval = 0, 20*time.Millisecond
+	return cfg
+}
+
+// newFeed starts a feed whose marks live in marksDir (closed when the test
+// ends; the feed is not).
+func newFeed(t *testing.T, cfg Config, raw reader.Store, marksDir string, ob Outbox, dst Inserter, reg prometheus.Registerer, opts ...Option) *Feed {
+	t.Helper()
+	marks, err := rollmarks.Open(marksDir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = marks.Close() })
+	feed, err := New(cfg, raw, marks, ob, dst, time.Now, testLogger(), reg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return feed
 }
 
 // eventually polls cond until it holds or a generous deadline passes.

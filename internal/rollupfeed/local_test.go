@@ -103,11 +103,11 @@ func TestLocalBackend(t *testing.T) {
 			}
 			dst := &failingStore{Store: emb, fail: tc.fail}
 			cob := &countingOutbox{Outbox: ob}
-			cfg := DefaultConfig()
-			cfg.AllowedLateness, cfg.KeepClosed, cfg.FlushInterval, cfg.BatchRows = 0, time.Minute, 20*time.Millisecond, 50
+			cfg := testConfig()
+			cfg.BatchRows = 50
 			reg := prometheus.NewRegistry()
-			feed := New(cfg, 0, cob, dst, time.Now, testLogger(), reg, WithLocalBackend())
-			sk := sink.New(sink.DefaultConfig(), buckets.DefaultConfig(), raw, quiet, reg, sink.WithOnCommit(feed.Observe))
+			feed := newFeed(t, cfg, raw, filepath.Join(dir, "marks"), cob, dst, reg, WithLocalBackend())
+			sk := sink.New(sink.DefaultConfig(), buckets.DefaultConfig(), raw, quiet, reg, sink.WithCommitHook(feed))
 			r := &rig{raw: raw, sink: sk}
 			devices := []string{"a", "b", "c"}
 			r.write(t, "acme", devices, base, 0, 150)

@@ -1,37 +1,46 @@
 package rollupfeed
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // dropReasons are the values of sluice_rollup_dropped_rows_total's reason:
-// a batch committed after the feed began to close (queue_full), the outbox
-// was full or failed, or an outbox record could not be decoded.
-var dropReasons = []string{"queue_full", "outbox_full", "outbox_error", "corrupt"}
+// minutes committed after the feed began to close (closed; counted in
+// minutes), the outbox was full or failed, or an outbox record could not be
+// decoded.
+var dropReasons = []string{"closed", "outbox_full", "outbox_error", "corrupt"}
 
 type metrics struct {
-	emitted    prometheus.Counter
-	reemitted  prometheus.Counter
-	late       prometheus.Counter
-	duplicates prometheus.Counter
-	shipped    prometheus.Counter
-	shipErrors prometheus.Counter
-	dropped    *prometheus.CounterVec
-	windows    prometheus.Gauge
-	queueWait  prometheus.Counter
+	emitted     prometheus.Counter
+	rolled      prometheus.Counter
+	rawReads    prometheus.Counter
+	rawReadings prometheus.Counter
+	rollErrors  prometheus.Counter
+	shipped     prometheus.Counter
+	shipErrors  prometheus.Counter
+	dropped     *prometheus.CounterVec
+	pending     prometheus.Gauge
+	queueWait   prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, ob Outbox) *metrics {
+func newMetrics(reg prometheus.Registerer, ob Outbox, f *Feed) *metrics {
 	m := &metrics{
 		emitted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_rollup_rows_emitted_total", Help: "Rollup rows emitted by the aggregator, re-emissions included.",
+			Name: "sluice_rollup_rows_emitted_total", Help: "Rollup rows recomputed from the raw store and handed to the rollup backend or its outbox.",
 		}),
-		reemitted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_rollup_rows_reemitted_total", Help: "Rollup rows emitted again as a new version after a late reading.",
+		rolled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_rollup_minutes_rolled_total", Help: "Device-minutes recomputed from the raw store.",
 		}),
-		late: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_rollup_late_readings_total", Help: "Reading rows that arrived after their minute window closed.",
+		rawReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_rollup_raw_reads_total", Help: "Range reads of the raw store made to recompute rollups.",
 		}),
-		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_rollup_duplicate_readings_total", Help: "Reading rows seen twice by the aggregator (retries), counted once.",
+		rawReadings: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_rollup_raw_readings_read_total", Help: "Readings read back from the raw store to recompute rollups.",
+		}),
+		rollErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_rollup_recompute_errors_total", Help: "Device recomputes that failed to read the raw store (retried).",
 		}),
 		shipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_rollup_rows_shipped_total", Help: "Rollup rows inserted into the rollup backend.",
@@ -43,12 +52,12 @@ func newMetrics(reg prometheus.Registerer, ob Outbox) *metrics {
 			Name: "sluice_rollup_dropped_rows_total",
 			Help: "Rows left out of the rollups (raw data is unaffected; their days are marked dirty for rebuild), by reason.",
 		}, []string{"reason"}),
-		windows: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sluice_rollup_windows", Help: "Minute windows held in memory by the aggregator.",
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_rollup_pending_minutes", Help: "Device-minutes written and waiting to be recomputed (an upper bound).",
 		}),
 		queueWait: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_rollup_queue_wait_seconds_total",
-			Help: "Time the write pipeline waited for room in the aggregator's queue (rollups behind ingest).",
+			Help: "Time the write pipeline waited for the rollups (more than twice rollups.max_pending minutes pending).",
 		}),
 	}
 	// Every reason is exported from the start, at 0, so that an alert on
@@ -57,6 +66,10 @@ func newMetrics(reg prometheus.Registerer, ob Outbox) *metrics {
 	for _, r := range dropReasons {
 		m.dropped.WithLabelValues(r)
 	}
+	lag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_rollup_lag_seconds",
+		Help: "How long the oldest pending device-minute has waited for its recompute (0 when none waits).",
+	}, func() float64 { return f.lag().Seconds() })
 	depthRows := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_rollup_outbox_rows", Help: "Rollup rows waiting in the durable outbox for the rollup backend.",
 	}, func() float64 { return float64(ob.Depth().Rows) })
@@ -64,7 +77,18 @@ func newMetrics(reg prometheus.Registerer, ob Outbox) *metrics {
 		Name: "sluice_rollup_outbox_bytes", Help: "Bytes of rollup rows waiting in the durable outbox.",
 	}, func() float64 { return float64(ob.Depth().Bytes) })
 	if reg != nil {
-		reg.MustRegister(m.emitted, m.reemitted, m.late, m.duplicates, m.shipped, m.shipErrors, m.dropped, m.windows, m.queueWait, depthRows, depthBytes)
+		reg.MustRegister(m.emitted, m.rolled, m.rawReads, m.rawReadings, m.rollErrors, m.shipped, m.shipErrors, m.dropped, m.pending, m.queueWait, lag, depthRows, depthBytes)
 	}
 	return m
+}
+
+// lag is how long the oldest pending device-minute has waited.
+func (f *Feed) lag() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.pending.head
+	if h == nil || h.since.IsZero() {
+		return 0
+	}
+	return max(0, f.now().Sub(h.since))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/outbox"
+	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/rollupstore"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store/pebblestore"
@@ -57,14 +58,14 @@ func TestOutboxAndShipMetrics(t *testing.T) {
 	}
 	defer ob.Close()
 	dst := &failingStore{Store: emb, fail: -1}
-	cfg := DefaultConfig()
-	cfg.AllowedLateness, cfg.KeepClosed, cfg.FlushInterval, cfg.BatchRows = 0, time.Minute, 20*time.Millisecond, 50
+	cfg := testConfig()
+	cfg.BatchRows = 50
 	reg := prometheus.NewRegistry()
-	feed := New(cfg, 0, ob, dst, time.Now, testLogger(), reg)
+	feed := newFeed(t, cfg, raw, filepath.Join(dir, "marks"), ob, dst, reg)
 	if n := testutil.CollectAndCount(feed.m.dropped); n != len(dropReasons) {
 		t.Errorf("%d drop reason series at start, want %d", n, len(dropReasons))
 	}
-	sk := sink.New(sink.DefaultConfig(), buckets.DefaultConfig(), raw, quiet, reg, sink.WithOnCommit(feed.Observe))
+	sk := sink.New(sink.DefaultConfig(), buckets.DefaultConfig(), raw, quiet, reg, sink.WithCommitHook(feed))
 	r := &rig{raw: raw, sink: sk}
 	r.write(t, "acme", []string{"a", "b"}, base, 0, 150)
 
@@ -96,10 +97,10 @@ func TestOutboxAndShipMetrics(t *testing.T) {
 	}
 }
 
-// TestAggregatorMetrics checks the aggregator's metrics: rows emitted,
-// windows held, a reading seen twice counted as a duplicate, and a late
-// reading counted and its window emitted again.
-func TestAggregatorMetrics(t *testing.T) {
+// TestRollMetrics checks the roller's metrics: minutes recomputed, raw
+// reads and readings read, rows emitted, and a retried or late reading
+// recomputing its minute again.
+func TestRollMetrics(t *testing.T) {
 	emb, err := rollupstore.Open(filepath.Join(t.TempDir(), "rollups"), quiet)
 	if err != nil {
 		t.Fatal(err)
@@ -116,16 +117,31 @@ func TestAggregatorMetrics(t *testing.T) {
 	at := func(sec int, v float64) model.Reading {
 		return model.Reading{DeviceID: "pump-1", TS: base.Add(time.Duration(sec) * time.Second).UnixMilli(), Metrics: []model.Metric{{Name: "power", Value: v}}}
 	}
-	// Minute 0 is hours old: its window closes at the first flush.
-	write(at(1, 1), at(2, 2))
-	eventually(t, "minute 0 emitted", func() bool { return testutil.ToFloat64(m.emitted) == 1 })
-	if got := testutil.ToFloat64(m.windows); got != 1 {
-		t.Errorf("windows held %v, want minute 0 (kept closed for re-emission)", got)
+	write(at(1, 1), at(2, 2), at(61, 3))
+	eventually(t, "minutes 0 and 1 recomputed", func() bool {
+		return testutil.ToFloat64(m.rolled) == 2 && testutil.ToFloat64(m.emitted) == 2
+	})
+	if got := testutil.ToFloat64(m.rawReads); got != 1 {
+		t.Errorf("%v raw reads, want 1 (two adjacent minutes of one device)", got)
+	}
+	if got := testutil.ToFloat64(m.rawReadings); got != 3 {
+		t.Errorf("%v readings read, want 3", got)
 	}
 	write(at(2, 2)) // a retry: the same row again
-	eventually(t, "the retried row counted as a duplicate", func() bool { return testutil.ToFloat64(m.duplicates) == 1 })
-	write(at(3, 3)) // a new row for the closed minute
-	eventually(t, "the late row counted and minute 0 emitted again", func() bool {
-		return testutil.ToFloat64(m.late) >= 1 && testutil.ToFloat64(m.reemitted) == 1 && testutil.ToFloat64(m.emitted) == 2
-	})
+	write(at(3, 3)) // a late row for minute 0
+	eventually(t, "minute 0 recomputed again", func() bool { return testutil.ToFloat64(m.rolled) >= 3 })
+	eventually(t, "nothing pending", func() bool { return r.feed.lag() == 0 && pendingMinutes(r.feed) == 0 })
+	rows, err := emb.Rows(context.Background(), rollup.Filter{Tenant: "acme", From: base.UnixMilli(), To: base.Add(time.Hour).UnixMilli()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Count != 3 || rows[0].Sum != 6 || rows[1].Count != 1 {
+		t.Errorf("rows after the retry and the late row: %+v, want minute 0 with 3 readings summing to 6 and minute 1 with 1", rows)
+	}
+}
+
+func pendingMinutes(f *Feed) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pending.minutes
 }

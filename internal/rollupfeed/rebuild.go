@@ -135,7 +135,7 @@ func devicesOf(ctx context.Context, raw Raw, dst Backend, tenant string, day mod
 	return slices.Compact(devs), nil
 }
 
-func readAll(ctx context.Context, raw Raw, tenant, device string, from, to int64) ([]model.Reading, error) {
+func readAll(ctx context.Context, raw reader.Store, tenant, device string, from, to int64) ([]model.Reading, error) {
 	var out []model.Reading
 	q := reader.Query{Tenant: tenant, Series: device, From: from, To: to, Limit: reader.MaxLimit}
 	for {

@@ -252,7 +252,7 @@ type Sink struct {
 	commits   chan *batch
 	commitsWG sync.WaitGroup // committers running
 	done      chan struct{}
-	onCommit  func(*store.Batch)            // see WithOnCommit; nil when unset
+	hook      CommitHook                    // see WithCommitHook; nil when unset
 	gate      func(*model.AuditEvent) error // see WithAuditGate; nil when unset
 	lookup    AuditLookup                   // st, if it returns stored events
 
@@ -272,17 +272,25 @@ func WithAuditGate(gate func(*model.AuditEvent) error) Option {
 // Option adds optional behaviour to a Sink.
 type Option func(*Sink)
 
-// WithOnCommit calls fn with every batch once it is durable, from the
-// committer goroutine, after the batch's requests were answered. fn may
-// block to push back (the rollup feed waits while its bounded queue is
-// full): the committer then takes no new batch, and the pipeline fills and
-// answers busy. It must not modify the batch; it
-// may keep it, the sink never touches a committed batch again. Batches of
-// concurrent committers may reach fn concurrently and out of order. A batch
-// whose commit failed is never passed. Rollups are computed this way, so
-// they only ever count rows that are durable.
-func WithOnCommit(fn func(*store.Batch)) Option {
-	return func(s *Sink) { s.onCommit = fn }
+// CommitHook is told of every batch around its commit, from the committer
+// goroutine. BeforeCommit runs before the batch is written to the store; an
+// error from it fails the commit (its requests are answered with it and
+// nothing is written). AfterCommit runs once the batch's requests were
+// answered, with the commit's result, for every batch that BeforeCommit
+// accepted. Neither may modify the batch; AfterCommit may keep it, the
+// sink never touches a committed batch again. Batches of concurrent
+// committers may reach the hook concurrently and out of order. The rollups
+// mark the minutes a batch writes before it is durable and learn after
+// that it is, so they only ever count rows that are durable and never miss
+// one after a crash.
+type CommitHook interface {
+	BeforeCommit(b *store.Batch) error
+	AfterCommit(b *store.Batch, err error)
+}
+
+// WithCommitHook installs h (see CommitHook).
+func WithCommitHook(h CommitHook) Option {
+	return func(s *Sink) { s.hook = h }
 }
 
 // earlySettles is how many times per settle interval, at most, a planner
@@ -1191,6 +1199,16 @@ func (s *Sink) committer() {
 		// series-day is reloaded).
 		err := depsResult(bt)
 		rows := bt.b.Rows()
+		hooked := false
+		if err == nil && s.hook != nil {
+			if err = s.hook.BeforeCommit(&bt.b); err != nil {
+				s.m.commitErrors.Inc()
+				s.logger.Error("mark batch for the rollups; not committed", "rows", rows, "requests", len(bt.waiters), "err", err)
+				err = fmt.Errorf("mark for rollups: %w", err)
+			} else {
+				hooked = true
+			}
+		}
 		if err == nil {
 			start := time.Now()
 			if err = s.st.Commit(context.Background(), &bt.b); err != nil {
@@ -1237,8 +1255,8 @@ func (s *Sink) committer() {
 		for _, p := range bt.waiters {
 			s.finish(p, dupResult(p, err))
 		}
-		if err == nil && s.onCommit != nil {
-			s.onCommit(&bt.b)
+		if hooked {
+			s.hook.AfterCommit(&bt.b, err)
 		}
 	}
 }

@@ -1,0 +1,170 @@
+// Package rollmarks keeps on the gateway's disk the minutes whose rollups
+// may be behind the raw store: every (tenant, device, minute) that a commit
+// is about to write readings to is marked here, synced, before the commit
+// reaches the raw store. The rollup feed recomputes marked minutes from the
+// raw store and forgets their marks once the recomputed rows are stored, so
+// that a gateway killed at any point finds on restart every minute it may
+// have written without rolling it up.
+//
+// Marks are grouped in generations (the feed starts a new one on every roll)
+// and forgotten a whole generation at a time with one range deletion, so the
+// database holds no per-mark tombstones.
+package rollmarks
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Minute is one marked minute of one device's readings.
+type Minute struct {
+	Tenant string
+	Device string
+	Minute int64 // first millisecond of the minute
+}
+
+// Store is an open marks database.
+type Store struct {
+	db *pebble.DB
+}
+
+// Open opens (creating if needed) the marks database in dir.
+func Open(dir string, logger *slog.Logger) (*Store, error) {
+	db, err := pebble.Open(dir, &pebble.Options{
+		Logger: pebbleLogger{logger},
+		// Marks live seconds to minutes: a small memtable is flushed
+		// rarely, since most marks are deleted before it fills.
+		MemTableSize:       16 << 20,
+		FormatMajorVersion: pebble.FormatNewest,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open rollup marks %q: %w", dir, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database; the marks stay on disk.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close rollup marks: %w", err)
+	}
+	return nil
+}
+
+// Key: gen (8 bytes, big-endian) | uvarint len tenant | tenant | uvarint len
+// device | device | minute (8 bytes, big-endian, sign bit flipped). The value
+// is empty.
+func appendKey(b []byte, gen uint64, m Minute) []byte {
+	b = binary.BigEndian.AppendUint64(b, gen)
+	b = binary.AppendUvarint(b, uint64(len(m.Tenant)))
+	b = append(b, m.Tenant...)
+	b = binary.AppendUvarint(b, uint64(len(m.Device)))
+	b = append(b, m.Device...)
+	return binary.BigEndian.AppendUint64(b, uint64(m.Minute)^(1<<63))
+}
+
+func parseKey(k []byte) (uint64, Minute, error) {
+	var m Minute
+	if len(k) < 8+1+1+8 {
+		return 0, m, fmt.Errorf("%w: short key %x", ErrCorrupt, k)
+	}
+	gen := binary.BigEndian.Uint64(k)
+	rest := k[8:]
+	str := func() (string, bool) {
+		n, w := binary.Uvarint(rest)
+		if w <= 0 || n > uint64(len(rest)-w) {
+			return "", false
+		}
+		s := string(rest[w : w+int(n)])
+		rest = rest[w+int(n):]
+		return s, true
+	}
+	var ok bool
+	if m.Tenant, ok = str(); !ok {
+		return 0, m, fmt.Errorf("%w: key %x", ErrCorrupt, k)
+	}
+	if m.Device, ok = str(); !ok || len(rest) != 8 {
+		return 0, m, fmt.Errorf("%w: key %x", ErrCorrupt, k)
+	}
+	m.Minute = int64(binary.BigEndian.Uint64(rest) ^ (1 << 63))
+	return gen, m, nil
+}
+
+// Add marks minutes in generation gen and returns once they are synced.
+func (s *Store) Add(gen uint64, ms []Minute) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	var key []byte
+	for _, m := range ms {
+		key = appendKey(key[:0], gen, m)
+		if err := b.Set(key, nil, nil); err != nil {
+			return fmt.Errorf("mark rollup minutes: %w", err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("mark rollup minutes: %w", err)
+	}
+	return nil
+}
+
+// Each calls fn with every mark, by generation. An error from fn stops it.
+func (s *Store) Each(fn func(gen uint64, m Minute) error) (err error) {
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return fmt.Errorf("read rollup marks: %w", err)
+	}
+	defer func() {
+		if cerr := it.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("read rollup marks: %w", cerr)
+		}
+	}()
+	for ok := it.First(); ok; ok = it.Next() {
+		gen, m, err := parseKey(it.Key())
+		if err != nil {
+			return err
+		}
+		if err := fn(gen, m); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// ErrCorrupt is wrapped by errors about keys that do not parse.
+var ErrCorrupt = errors.New("corrupt rollup mark")
+
+// Forget deletes every mark of a generation below gen. It does not sync: a
+// deletion lost in a crash only makes the next start recompute those
+// minutes again.
+func (s *Store) Forget(below uint64) error {
+	if below == 0 {
+		return nil
+	}
+	end := binary.BigEndian.AppendUint64(nil, below)
+	if err := s.db.DeleteRange([]byte{}, end, pebble.NoSync); err != nil {
+		return fmt.Errorf("forget rollup marks: %w", err)
+	}
+	return nil
+}
+
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...), "component", "rollmarks")
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "rollmarks")
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "rollmarks")
+	panic(fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,286 @@
+package rollupfeed
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/outbox"
+	"github.com/sluicehq/sluice/internal/reader"
+	"github.com/sluicehq/sluice/internal/rollup"
+	"github.com/sluicehq/sluice/internal/rollupstore"
+	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/pebblestore"
+)
+
+// openLocal opens an embedded rollup store, closed when the test ends, and
+// an outbox, which the caller closes.
+func openLocal(t *testing.T) (*rollupstore.Store, *outbox.Outbox) {
+	t.Helper()
+	dir := t.TempDir()
+	emb, err := rollupstore.Open(filepath.Join(dir, "rollups"), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = emb.Close() })
+	ob, err := outbox.Open(filepath.Join(dir, "outbox"), 64<<20, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return emb, ob
+}
+
+// gatedRaw is a raw store whose catalogue reads wait for gate to close,
+// saying on entered when one starts: a roller stuck on a slow store.
+type gatedRaw struct {
+	reader.Store
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedRaw) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.PartitionInfo, error) {
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	<-g.gate
+	return g.Store.Catalogue(ctx, sd)
+}
+
+func minuteBatch(device string, minute int) *store.Batch {
+	ts := base.Add(time.Duration(minute) * time.Minute).UnixMilli()
+	key := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: device, Day: model.DayOf(ts)}.Partition(0)
+	return &store.Batch{Partitions: []store.PartitionWrite{{Key: key, Readings: []model.ReadingRow{{TS: ts, Metric: "m", Value: 1}}}}}
+}
+
+// Past twice rollups.max_pending pending minutes, a commit waits for the
+// roller (the write pipeline pushes back) instead of holding more, and the
+// wait is counted.
+func TestCommitWaitsWhenPendingFull(t *testing.T) {
+	emb, ob := openLocal(t)
+	defer ob.Close()
+	raw, err := pebblestore.Open(filepath.Join(t.TempDir(), "raw"), pebblestore.Options{NoSync: true}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	gated := &gatedRaw{Store: raw, entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	cfg := testConfig()
+	cfg.MaxPending = 1000
+	feed := newFeed(t, cfg, gated, filepath.Join(t.TempDir(), "marks"), ob, emb, prometheus.NewRegistry(), WithLocalBackend())
+	commit := func(i int) {
+		b := minuteBatch("d", i)
+		if err := feed.BeforeCommit(b); err != nil {
+			t.Error(err)
+		}
+		feed.AfterCommit(b, nil)
+	}
+	commit(0)
+	<-gated.entered // the roller is stuck reading minute 0
+	done := make(chan int)
+	go func() {
+		i := 1
+		for ; i <= 2*cfg.MaxPending+10; i++ {
+			commit(i)
+		}
+		done <- i
+	}()
+	eventually(t, "pending minutes at twice max_pending", func() bool { return pendingMinutes(feed) > 2*cfg.MaxPending })
+	select {
+	case n := <-done:
+		t.Fatalf("%d commits went through while the roller was stuck with max_pending %d", n, cfg.MaxPending)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if got := pendingMinutes(feed); got != 2*cfg.MaxPending+1 {
+		t.Errorf("%d minutes pending while commits wait, want %d", got, 2*cfg.MaxPending+1)
+	}
+	close(gated.gate)
+	<-done
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := feed.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(feed.m.queueWait); got <= 0 {
+		t.Errorf("sluice_rollup_queue_wait_seconds_total = %v, want the wait counted", got)
+	}
+	if got := pendingMinutes(feed); got != 0 {
+		t.Errorf("%d minutes pending after Close, want 0", got)
+	}
+}
+
+// A commit after Close began (a sink still draining when the rollups stop)
+// is left out of the rollups and counted, without touching the marks or the
+// outbox, which may be closed by then.
+func TestCommitAfterClose(t *testing.T) {
+	emb, ob := openLocal(t)
+	raw, err := pebblestore.Open(filepath.Join(t.TempDir(), "raw"), pebblestore.Options{NoSync: true}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	feed := newFeed(t, testConfig(), raw, filepath.Join(t.TempDir(), "marks"), ob, emb, prometheus.NewRegistry(), WithLocalBackend())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := feed.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := minuteBatch("d", 0)
+	b.Partitions[0].Readings = append(b.Partitions[0].Readings, model.ReadingRow{TS: b.Partitions[0].Readings[0].TS + rollup.MinuteMillis, Metric: "m", Value: 2})
+	if err := feed.BeforeCommit(b); err != nil {
+		t.Fatal(err)
+	}
+	feed.AfterCommit(b, nil)
+	if got := testutil.ToFloat64(feed.m.dropped.WithLabelValues("closed")); got != 2 {
+		t.Errorf("dropped{reason=closed} = %v, want 2 minutes", got)
+	}
+}
+
+// copyDir copies the files of a Pebble directory as a crash would leave
+// them (every synced write is in them).
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() || e.Name() == "LOCK" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A gateway killed after its commits were durable and before their minutes
+// were recomputed leaves marks; the next start recomputes those minutes, so
+// the rollups count every committed reading exactly once.
+func TestMarksTakenUpAfterCrash(t *testing.T) {
+	dir := t.TempDir()
+	raw, err := pebblestore.Open(filepath.Join(dir, "raw"), pebblestore.Options{NoSync: true}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	emb, ob := openLocal(t)
+	defer ob.Close()
+	// The first run never recomputes anything: its minutes are due in an
+	// hour, its tick comes in a minute.
+	cfg := testConfig()
+	cfg.RollDelay, cfg.FlushInterval = time.Hour, time.Minute
+	first := newFeed(t, cfg, raw, filepath.Join(dir, "marks"), ob, emb, prometheus.NewRegistry(), WithLocalBackend())
+	sk := sink.New(sink.DefaultConfig(), buckets.DefaultConfig(), raw, quiet, prometheus.NewRegistry(), sink.WithCommitHook(first))
+	r := &rig{raw: raw, sink: sk}
+	devices := []string{"a", "b"}
+	r.write(t, "acme", devices, base, 0, 180)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := sk.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The crash: what is on disk now is all the next start has.
+	copyDir(t, filepath.Join(dir, "marks"), filepath.Join(dir, "marks-after-crash"))
+	stored, err := emb.Rows(ctx, rollup.Filter{Tenant: "acme", From: base.UnixMilli(), To: base.Add(time.Hour).UnixMilli()})
+	if err != nil || len(stored) != 0 {
+		t.Fatalf("rollups before the restart: %d rows (%v), want none", len(stored), err)
+	}
+
+	second := newFeed(t, testConfig(), raw, filepath.Join(dir, "marks-after-crash"), ob, emb, prometheus.NewRegistry(), WithLocalBackend())
+	if got := pendingMinutes(second); got != 3*len(devices) {
+		t.Errorf("%d minutes taken up after the crash, want %d", got, 3*len(devices))
+	}
+	if err := second.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Verify(ctx, raw, emb, "acme", model.DayOf(base.UnixMilli()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Mismatches) != 0 || res.RawRows != int64(180*2*len(devices)) || res.RollupRows != res.RawRows {
+		t.Errorf("verify after the restart: %+v", res)
+	}
+}
+
+// Two gateways (writer ids 1 and 2, each with its own marks and outbox) on
+// one raw store and one rollup store receive the same readings (a load
+// balancer's retries, a redelivery to another member of a shared
+// subscription) besides their own, and late readings for minutes already
+// recomputed: the stored rollups equal a recompute from the raw store.
+func TestSameReadingsThroughTwoGateways(t *testing.T) {
+	dir := t.TempDir()
+	raw, err := pebblestore.Open(filepath.Join(dir, "raw"), pebblestore.Options{NoSync: true}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	emb, err := rollupstore.Open(filepath.Join(dir, "rollups"), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	type gateway struct {
+		feed *Feed
+		r    *rig
+	}
+	var gws []gateway
+	for w := 1; w <= 2; w++ {
+		ob, err := outbox.Open(filepath.Join(dir, "outbox", string(rune('0'+w))), 64<<20, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ob.Close()
+		feed := newFeed(t, testConfig(), raw, filepath.Join(dir, "marks", string(rune('0'+w))), ob, emb, prometheus.NewRegistry(), WithLocalBackend())
+		bcfg := buckets.DefaultConfig()
+		bcfg.Writer, bcfg.PerWriterSingle = w, true
+		sk := sink.New(sink.DefaultConfig(), bcfg, raw, quiet, prometheus.NewRegistry(), sink.WithCommitHook(feed))
+		gws = append(gws, gateway{feed: feed, r: &rig{raw: raw, sink: sk}})
+	}
+	a, b := gws[0].r, gws[1].r
+	a.write(t, "acme", []string{"pump-1", "pump-2"}, base, 0, 120) // through A
+	b.write(t, "acme", []string{"pump-2", "fan-3"}, base, 60, 180) // B repeats a minute of pump-2
+	a.write(t, "acme", []string{"fan-3"}, base, 90, 150)           // A repeats B's rows of fan-3
+	eventually(t, "both gateways idle", func() bool {
+		return pendingMinutes(gws[0].feed) == 0 && pendingMinutes(gws[1].feed) == 0
+	})
+	b.write(t, "acme", []string{"pump-1"}, base, 30, 45)   // retried after its minute was recomputed
+	a.write(t, "acme", []string{"pump-1"}, base, 200, 205) // a late minute, after the others
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, g := range gws {
+		if err := g.r.sink.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.feed.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Verify(ctx, raw, emb, "acme", model.DayOf(base.UnixMilli()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pump-1: 0..120 and 200..205; pump-2: 0..180; fan-3: 60..180.
+	wantRaw := int64((120 + 5 + 180 + 120) * 2)
+	if len(res.Mismatches) != 0 || res.RawRows != wantRaw || res.RollupRows != res.RawRows {
+		t.Errorf("verify: %+v, want %d raw rows counted once each in the rollups", res, wantRaw)
+	}
+}
