@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,9 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chstore"
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/outbox"
-	"github.com/sluicehq/sluice/internal/reader"
 	"github.com/sluicehq/sluice/internal/rollmarks"
 	"github.com/sluicehq/sluice/internal/rollupapi"
 	"github.com/sluicehq/sluice/internal/rollupfeed"
@@ -40,19 +37,7 @@ type rollups struct {
 	timeout time.Duration
 }
 
-// noSeries is a raw store that cannot list a day's devices: rebuild then
-// needs --device, and verify is refused.
-type noSeries struct{ reader.Store }
-
-func (noSeries) Series(context.Context, string, model.Kind, model.Day) ([]string, error) {
-	return nil, errors.New("this store backend cannot list the devices of a day: give --device (verify is not available)")
-}
-
-func startRollups(cfg config.Config, st reader.Store, logger *slog.Logger, reg prometheus.Registerer) (*rollups, error) {
-	raw, ok := st.(rollupfeed.Raw)
-	if !ok {
-		raw = noSeries{st}
-	}
+func startRollups(cfg config.Config, raw rollupfeed.Raw, logger *slog.Logger, reg prometheus.Registerer) (*rollups, error) {
 	if !cfg.Rollups.Enabled {
 		logger.Info("rollups disabled (rollups.enabled: false)")
 		return nil, nil
@@ -95,7 +80,7 @@ func startRollups(cfg config.Config, st reader.Store, logger *slog.Logger, reg p
 		// rows whose insert failed, and the dirty days.
 		opts = append(opts, rollupfeed.WithLocalBackend())
 	}
-	r.feed, err = rollupfeed.New(cfg.Rollups, st, marks, ob, dst, time.Now, logger, reg, opts...)
+	r.feed, err = rollupfeed.New(cfg.Rollups, raw, marks, ob, dst, time.Now, logger, reg, opts...)
 	if err != nil {
 		_ = marks.Close()
 		_ = ob.Close()

@@ -10,16 +10,18 @@ import (
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/readapi"
-	"github.com/sluicehq/sluice/internal/reader"
+	"github.com/sluicehq/sluice/internal/rollupfeed"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
 	"github.com/sluicehq/sluice/internal/store/pebblestore"
 )
 
-// backend is what the gateway uses of a storage backend.
+// backend is what the gateway uses of a storage backend. Each reads range
+// by range and lists a day's devices from its catalogue (rollupfeed.Raw),
+// so rollup verify and whole-day rebuild work on every backend.
 type backend interface {
 	sink.Store
-	reader.Store
+	rollupfeed.Raw
 	readapi.DeadLetterStore
 	Close() error
 }

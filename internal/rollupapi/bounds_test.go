@@ -26,7 +26,7 @@ type blockingRaw struct {
 	release chan struct{}
 }
 
-func (b *blockingRaw) Series(ctx context.Context, tenant string, kind model.Kind, day model.Day) ([]string, error) {
+func (b *blockingRaw) EachSeries(ctx context.Context, tenant string, kind model.Kind, day model.Day, fn func(string) error) error {
 	select {
 	case b.entered <- struct{}{}:
 	default:
@@ -34,9 +34,9 @@ func (b *blockingRaw) Series(ctx context.Context, tenant string, kind model.Kind
 	select {
 	case <-b.release:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	return b.Store.Series(ctx, tenant, kind, day)
+	return b.Store.EachSeries(ctx, tenant, kind, day, fn)
 }
 
 func newBounded(t *testing.T, opts ...Option) (*Handler, *blockingRaw) {

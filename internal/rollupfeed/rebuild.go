@@ -3,6 +3,7 @@ package rollupfeed
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -13,10 +14,12 @@ import (
 )
 
 // Raw is what rebuild and verify need of the raw store: range reads, and
-// the devices that have readings on a day.
+// the devices of a day, listed from its partition catalogue.
 type Raw interface {
 	reader.Store
-	Series(ctx context.Context, tenant string, kind model.Kind, day model.Day) ([]string, error)
+	// EachSeries calls fn with every device (kind readings) of tenant
+	// that has a catalogue entry on day, once each, in byte order.
+	EachSeries(ctx context.Context, tenant string, kind model.Kind, day model.Day, fn func(series string) error) error
 }
 
 // Backend is a rollup store that rebuild can replace rows in.
@@ -46,6 +49,12 @@ type RebuildResult = wire.RebuildResult
 // must lie in the valid time range (model.CheckTime); how many days they
 // may span is the caller's limit (the rollup API checks read.max_days
 // before it starts). The rebuild stops when ctx ends.
+//
+// The devices of a day are those with a catalogue entry in the raw store or
+// rollups in the backend. Only one day's device names are held at a time:
+// the days after the first are counted before the rebuild starts, for
+// progress, and listed again when their turn comes (a device that appears
+// meanwhile raises Progress.Total then).
 func Rebuild(ctx context.Context, raw Raw, dst Backend, tenant, device string, from, to int64, version uint64, progress func(Progress)) (RebuildResult, error) {
 	if _, err := model.SpanDays(from, to); err != nil {
 		return RebuildResult{}, fmt.Errorf("rebuild range: %w", err)
@@ -54,85 +63,127 @@ func Rebuild(ctx context.Context, raw Raw, dst Backend, tenant, device string, f
 	if m := rollup.MinuteOf(to); m < to {
 		to = m + rollup.MinuteMillis
 	}
-	type job struct {
-		day    model.Day
-		device string
-	}
-	var jobs []job
-	for day := model.DayOf(from); day.Start() < to; day++ {
-		if err := ctx.Err(); err != nil {
+	first := model.DayOf(from)
+	counted := make([]int, model.DayOf(to-1)-first+1)
+	total := 0
+	for i := 1; i < len(counted); i++ {
+		n := 0
+		if err := eachDevice(ctx, raw, dst, tenant, first+model.Day(i), device, func(string) error { n++; return nil }); err != nil {
 			return RebuildResult{}, err
 		}
-		devs, err := devicesOf(ctx, raw, dst, tenant, day, device)
-		if err != nil {
-			return RebuildResult{}, err
-		}
-		for _, d := range devs {
-			jobs = append(jobs, job{day, d})
-		}
+		counted[i] = n
+		total += n
 	}
 	var res RebuildResult
-	for i, j := range jobs {
-		if err := ctx.Err(); err != nil {
+	for i := range counted {
+		day := first + model.Day(i)
+		var devs []string
+		if err := eachDevice(ctx, raw, dst, tenant, day, device, func(d string) error { devs = append(devs, d); return nil }); err != nil {
 			return res, err
 		}
-		lo, hi := max(from, j.day.Start()), min(to, j.day.End())
-		readings, err := readAll(ctx, raw, tenant, j.device, lo, hi)
-		if err != nil {
-			return res, err
-		}
-		rows := rollup.Compute(tenant, j.device, readings, version)
-		old, err := dst.Rows(ctx, rollup.Filter{Tenant: tenant, Device: j.device, From: lo, To: hi})
-		if err != nil {
-			return res, fmt.Errorf("read rollups of %q on %s: %w", j.device, j.day, err)
-		}
-		// The keys rebuilt now, before any retraction is added: a row of an
-		// earlier rebuild is replaced when its key is among them, else
-		// retracted (its minute has no readings any more).
-		rebuilt := make(map[rollup.Key]bool, len(rows))
-		for _, r := range rows {
-			rebuilt[r.Key] = true
-		}
-		for _, o := range old {
-			if o.Writer == rollup.RebuildWriter && o.Part == 0 && rebuilt[o.Key] {
-				continue // replaced by its new version
+		total += len(devs) - counted[i]
+		lo, hi := max(from, day.Start()), min(to, day.End())
+		for _, d := range devs {
+			if err := ctx.Err(); err != nil {
+				return res, err
 			}
-			rows = append(rows, rollup.Row{Key: o.Key, Writer: o.Writer, Part: o.Part, Version: version})
-			res.Retracted++
-		}
-		for c := range slices.Chunk(rows, 50_000) {
-			if err := dst.Insert(ctx, c); err != nil {
-				return res, fmt.Errorf("write rebuilt rollups of %q on %s: %w", j.device, j.day, err)
+			if err := rebuildDevice(ctx, raw, dst, tenant, d, day, lo, hi, version, &res); err != nil {
+				return res, err
 			}
-		}
-		for _, r := range readings {
-			res.Readings += int64(len(r.Metrics))
-		}
-		res.Written += len(rows)
-		res.DeviceDays++
-		if progress != nil {
-			progress(Progress{Done: i + 1, Total: len(jobs), Device: j.device, Day: j.day})
+			if progress != nil {
+				progress(Progress{Done: res.DeviceDays, Total: total, Device: d, Day: day})
+			}
 		}
 	}
 	return res, nil
 }
 
-// devicesOf lists the devices with raw readings or rollups on a day.
-func devicesOf(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day, only string) ([]string, error) {
-	if only != "" {
-		return []string{only}, nil
-	}
-	devs, err := raw.Series(ctx, tenant, model.KindReadings, day)
+// rebuildDevice rebuilds device's rollups over [lo, hi), whole minutes of
+// day, and adds what it did to res.
+func rebuildDevice(ctx context.Context, raw Raw, dst Backend, tenant, device string, day model.Day, lo, hi int64, version uint64, res *RebuildResult) error {
+	readings, err := readAll(ctx, raw, tenant, device, lo, hi)
 	if err != nil {
-		return nil, fmt.Errorf("list devices of %s: %w", day, err)
+		return err
+	}
+	rows := rollup.Compute(tenant, device, readings, version)
+	old, err := dst.Rows(ctx, rollup.Filter{Tenant: tenant, Device: device, From: lo, To: hi})
+	if err != nil {
+		return fmt.Errorf("read rollups of %q on %s: %w", device, day, err)
+	}
+	// The keys rebuilt now, before any retraction is added: a row of an
+	// earlier rebuild is replaced when its key is among them, else
+	// retracted (its minute has no readings any more).
+	rebuilt := make(map[rollup.Key]bool, len(rows))
+	for _, r := range rows {
+		rebuilt[r.Key] = true
+	}
+	for _, o := range old {
+		if o.Writer == rollup.RebuildWriter && o.Part == 0 && rebuilt[o.Key] {
+			continue // replaced by its new version
+		}
+		rows = append(rows, rollup.Row{Key: o.Key, Writer: o.Writer, Part: o.Part, Version: version})
+		res.Retracted++
+	}
+	for c := range slices.Chunk(rows, 50_000) {
+		if err := dst.Insert(ctx, c); err != nil {
+			return fmt.Errorf("write rebuilt rollups of %q on %s: %w", device, day, err)
+		}
+	}
+	for _, r := range readings {
+		res.Readings += int64(len(r.Metrics))
+	}
+	res.Written += len(rows)
+	res.DeviceDays++
+	return nil
+}
+
+// eachDevice calls fn with every device of tenant on day that has a
+// catalogue entry in the raw store or rollups in the backend, once each, in
+// byte order; with only set, with only alone.
+func eachDevice(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day, only string, fn func(string) error) error {
+	if only != "" {
+		return fn(only)
 	}
 	withRollups, err := dst.Devices(ctx, tenant, day)
 	if err != nil {
-		return nil, fmt.Errorf("list devices with rollups on %s: %w", day, err)
+		return fmt.Errorf("list devices with rollups on %s: %w", day, err)
 	}
-	devs = append(devs, withRollups...)
-	slices.Sort(devs)
-	return slices.Compact(devs), nil
+	return mergeDevices(ctx, raw, tenant, day, withRollups, fn)
+}
+
+// mergeDevices calls fn with every device of tenant on day that has a
+// catalogue entry in the raw store or is among others, once each, in byte
+// order, merging the store's listing with others as it streams. It sorts
+// others in place.
+func mergeDevices(ctx context.Context, raw Raw, tenant string, day model.Day, others []string, fn func(string) error) error {
+	slices.Sort(others)
+	others = slices.Compact(others)
+	var ferr error // fn's, returned as it is
+	call := func(d string) error { ferr = fn(d); return ferr }
+	i := 0
+	err := raw.EachSeries(ctx, tenant, model.KindReadings, day, func(d string) error {
+		for ; i < len(others) && others[i] < d; i++ {
+			if err := call(others[i]); err != nil {
+				return err
+			}
+		}
+		if i < len(others) && others[i] == d {
+			i++
+		}
+		return call(d)
+	})
+	if ferr != nil {
+		return ferr
+	}
+	if err != nil {
+		return fmt.Errorf("list devices of %s: %w", day, err)
+	}
+	for _, d := range others[i:] {
+		if err := fn(d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func readAll(ctx context.Context, raw reader.Store, tenant, device string, from, to int64) ([]model.Reading, error) {
@@ -166,70 +217,68 @@ type VerifyResult struct {
 }
 
 // Verify counts the readings of every device and metric of tenant on day in
-// the raw store and in the rollups, and lists every difference.
+// the raw store and in the rollups, and lists every difference. The devices
+// are those with a catalogue entry in the raw store or rollups on day; their
+// raw readings are read one device at a time.
 func Verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day) (VerifyResult, error) {
 	res := VerifyResult{Day: day}
-	rows, err := dst.Rows(ctx, rollup.Filter{Tenant: tenant, From: day.Start(), To: day.End()})
+	rollN, err := rollupCounts(ctx, dst, tenant, day)
 	if err != nil {
-		return res, fmt.Errorf("read rollups of %s: %w", day, err)
+		return res, err
 	}
-	devs, err := raw.Series(ctx, tenant, model.KindReadings, day)
-	if err != nil {
-		return res, fmt.Errorf("list devices of %s: %w", day, err)
-	}
-	for _, r := range rows {
-		devs = append(devs, r.Device)
-	}
-	slices.Sort(devs)
-	devs = slices.Compact(devs)
-	type dm struct{ device, metric string }
-	rawN := map[dm]int64{}
-	for _, d := range devs {
+	err = mergeDevices(ctx, raw, tenant, day, slices.Collect(maps.Keys(rollN)), func(d string) error {
 		readings, err := readAll(ctx, raw, tenant, d, day.Start(), day.End())
 		if err != nil {
-			return res, err
+			return err
 		}
+		rawN := map[string]int64{}
 		for _, r := range readings {
 			for _, m := range r.Metrics {
-				rawN[dm{d, m.Name}]++
+				rawN[m.Name]++
 			}
 		}
-	}
-	rollN := map[dm]int64{}
-	for _, r := range rows {
-		rollN[dm{r.Device, r.Metric}] += int64(r.Count)
-	}
-	keys := map[dm]struct{}{}
-	for k, n := range rawN {
-		keys[k] = struct{}{}
-		res.RawRows += n
-	}
-	for k, n := range rollN {
-		keys[k] = struct{}{}
-		res.RollupRows += n
-	}
-	for k := range keys {
-		if rawN[k] != rollN[k] {
-			res.Mismatches = append(res.Mismatches, Mismatch{Device: k.device, Metric: k.metric, Raw: rawN[k], Rollup: rollN[k]})
-		}
-	}
-	slices.SortFunc(res.Mismatches, func(a, b Mismatch) int {
-		if a.Device != b.Device {
-			if a.Device < b.Device {
-				return -1
+		metrics := slices.Collect(maps.Keys(rawN))
+		for m := range rollN[d] {
+			if _, ok := rawN[m]; !ok {
+				metrics = append(metrics, m)
 			}
-			return 1
 		}
-		if a.Metric < b.Metric {
-			return -1
+		slices.Sort(metrics)
+		for _, m := range metrics {
+			r, n := rawN[m], rollN[d][m]
+			res.RawRows += r
+			res.RollupRows += n
+			if r != n {
+				res.Mismatches = append(res.Mismatches, Mismatch{Device: d, Metric: m, Raw: r, Rollup: n})
+			}
 		}
-		if a.Metric > b.Metric {
-			return 1
-		}
-		return 0
+		res.Devices++
+		res.Metrics += len(metrics)
+		return nil
 	})
-	res.Devices, res.Metrics = len(devs), len(keys)
+	if err != nil {
+		return VerifyResult{Day: day}, err
+	}
 	return res, nil
+}
+
+// rollupCounts returns the readings the rollups of tenant count on day, by
+// device and metric.
+func rollupCounts(ctx context.Context, dst Backend, tenant string, day model.Day) (map[string]map[string]int64, error) {
+	rows, err := dst.Rows(ctx, rollup.Filter{Tenant: tenant, From: day.Start(), To: day.End()})
+	if err != nil {
+		return nil, fmt.Errorf("read rollups of %s: %w", day, err)
+	}
+	out := map[string]map[string]int64{}
+	for _, r := range rows {
+		m := out[r.Device]
+		if m == nil {
+			m = map[string]int64{}
+			out[r.Device] = m
+		}
+		m[r.Metric] += int64(r.Count)
+	}
+	return out, nil
 }
 
 // Version returns a rebuild version for time t: its nanoseconds.

@@ -3,6 +3,7 @@ package rollupfeed
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/model"
@@ -54,5 +55,85 @@ func TestRebuildRetractsMinutesWithoutReadings(t *testing.T) {
 	}
 	if len(rows) != 1 || rows[0].Minute != m1 || rows[0].Count != 1 {
 		t.Fatalf("rows after the rebuild: %+v, want only minute %d with count 1", rows, m1)
+	}
+}
+
+// A rebuild of two days lists each day's devices from the raw store's
+// catalogue and from the rollups (a device with rollups and no readings
+// has them retracted), and its progress counts every device-day of the
+// range from the first step on.
+func TestRebuildEveryDeviceOfEachDay(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	raw, err := pebblestore.Open(filepath.Join(dir, "raw"), pebblestore.Options{}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	dst, err := rollupstore.Open(filepath.Join(dir, "rollups"), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+
+	day1 := model.DayOf(base.UnixMilli())
+	day2 := day1 + 1
+	write := func(day model.Day, device string, n int) {
+		t.Helper()
+		pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: device, Day: day}.Partition(0)
+		var rows []model.ReadingRow
+		for i := range n {
+			rows = append(rows, model.ReadingRow{TS: day.Start() + int64(i)*1000, Metric: "x", Value: float64(i)})
+		}
+		if err := raw.Commit(ctx, &store.Batch{
+			Partitions: []store.PartitionWrite{{Key: pk, Readings: rows}},
+			Catalogue:  []model.PartitionInfo{{Key: pk, Rows: int64(n), Bytes: int64(30 * n), MinTS: rows[0].TS, MaxTS: rows[n-1].TS, State: "single"}},
+			Version:    1,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(day1, "b", 3)
+	write(day1, "a", 2)
+	write(day2, "c", 4)
+	write(day2, "b", 1)
+	ghost := rollup.Key{Tenant: "acme", Device: "z", Metric: "x", Minute: day2.Start()}
+	if err := dst.Insert(ctx, []rollup.Row{{Key: ghost, Writer: 1, Count: 2, Sum: 2, Min: 1, Max: 1, Version: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := Verify(ctx, raw, dst, "acme", day2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Mismatch{{Device: "b", Metric: "x", Raw: 1}, {Device: "c", Metric: "x", Raw: 4}, {Device: "z", Metric: "x", Rollup: 2}}; v.Devices != 3 || v.RawRows != 5 || v.RollupRows != 2 || !slices.Equal(v.Mismatches, want) {
+		t.Errorf("verify of day 2 before the rebuild: %+v, want 3 devices, 5 raw, 2 counted by rollups, mismatches %+v", v, want)
+	}
+
+	var steps []Progress
+	res, err := Rebuild(ctx, raw, dst, "acme", "", day1.Start(), day2.End(), 2, func(p Progress) { steps = append(steps, p) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Progress{
+		{Done: 1, Total: 5, Device: "a", Day: day1},
+		{Done: 2, Total: 5, Device: "b", Day: day1},
+		{Done: 3, Total: 5, Device: "b", Day: day2},
+		{Done: 4, Total: 5, Device: "c", Day: day2},
+		{Done: 5, Total: 5, Device: "z", Day: day2},
+	}
+	if !slices.Equal(steps, want) {
+		t.Errorf("progress %+v, want %+v", steps, want)
+	}
+	if res.DeviceDays != 5 || res.Readings != 10 || res.Retracted != 1 {
+		t.Errorf("rebuild result %+v, want 5 device-days, 10 readings, 1 row retracted", res)
+	}
+	for _, day := range []model.Day{day1, day2} {
+		v, err := Verify(ctx, raw, dst, "acme", day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Devices != 2 || v.RawRows != v.RollupRows || len(v.Mismatches) != 0 {
+			t.Errorf("verify of %s after the rebuild: %+v, want 2 devices and no mismatch", day, v)
+		}
 	}
 }

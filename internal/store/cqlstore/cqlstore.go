@@ -83,6 +83,8 @@ type Store struct {
 	sem     chan struct{} // one token per request in flight
 	m       *metrics
 
+	seriesPage int // catalogue rows per EachSeries request; 0: seriesPage (tests page smaller)
+
 	mu         sync.Mutex
 	lastStamp  int64                          // last write timestamp handed out
 	registered map[model.PartitionKey]written // catalogue keys this process has written

@@ -24,3 +24,7 @@ func (s *Store) Session() *gocql.Session { return s.sess }
 
 // CatalogueShard is the catalogue partition (of 64) of a series.
 func CatalogueShard(series string) int { return catalogueShard(series) }
+
+// SetSeriesPage makes EachSeries read n catalogue rows per request, so that
+// a test crosses pages with a few series.
+func (s *Store) SetSeriesPage(n int) { s.seriesPage = n }

@@ -11,31 +11,48 @@ import (
 	"github.com/sluicehq/sluice/internal/model"
 )
 
-// Series lists the devices (kind readings) or streams (kind audit) of a
-// tenant that have a partition on day, in byte order, from the catalogue:
-// one key per partition, no row is read.
-func (s *Store) Series(ctx context.Context, tenant string, kind model.Kind, day model.Day) ([]string, error) {
+// EachSeries calls fn with every device (kind readings) or stream (kind
+// audit) that has a catalogue entry for tenant on day, once each, in byte
+// order: it reads one key range of the catalogue (an entry per partition,
+// those of one series next to each other), never a row. fn runs while that
+// range is open; it stops at the first error fn returns, or when ctx ends.
+func (s *Store) EachSeries(ctx context.Context, tenant string, kind model.Kind, day model.Day, fn func(series string) error) error {
 	prefix := seriesDayCataloguePrefix(nil, model.SeriesDay{Kind: kind, Tenant: tenant, Day: day})
 	prefix = prefix[:len(prefix)-1] // drop the empty series' terminator
 	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
-		return nil, fmt.Errorf("list series of %s on %s: %w", tenant, day, err)
+		return fmt.Errorf("list series of %s %s on %s: %w", tenant, kind, day, err)
 	}
-	var out []string
-	for ok := it.First(); ok; ok = it.Next() {
-		rest := it.Key()[len(prefix):]
-		i := bytes.IndexByte(rest, 0)
-		if i < 0 {
-			continue
-		}
-		if name := string(rest[:i]); len(out) == 0 || out[len(out)-1] != name {
-			out = append(out, name)
-		}
+	if err := eachSeries(ctx, it, prefix, fn); err != nil {
+		_ = it.Close()
+		return err
 	}
 	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("list series of %s on %s: %w", tenant, day, err)
+		return fmt.Errorf("list series of %s %s on %s: %w", tenant, kind, day, err)
 	}
-	return out, nil
+	return nil
+}
+
+func eachSeries(ctx context.Context, it *pebble.Iterator, prefix []byte, fn func(string) error) error {
+	var (
+		last []byte // the series handed out last
+		some bool
+	)
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rest := it.Key()[len(prefix):]
+		i := bytes.IndexByte(rest, 0)
+		if i < 0 || some && bytes.Equal(rest[:i], last) {
+			continue
+		}
+		last, some = append(last[:0], rest[:i]...), true
+		if err := fn(string(last)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // EachPartition calls fn with every catalogue entry of a tenant's kind on

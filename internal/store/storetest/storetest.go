@@ -35,6 +35,7 @@ type Backend interface {
 	ScanReadings(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.ReadingRow, error)
 	ScanAudit(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.AuditEvent, error)
 	EachPartition(ctx context.Context, tenant string, kind model.Kind, day model.Day, fn func(model.PartitionInfo) error) error
+	EachSeries(ctx context.Context, tenant string, kind model.Kind, day model.Day, fn func(series string) error) error
 }
 
 // Option changes what Run expects of a backend.
@@ -75,6 +76,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend, opts ...Option) {
 		{"AuditSeen", testAuditSeen},
 		{"Catalogue", testCatalogue},
 		{"EachPartition", testEachPartition},
+		{"EachSeries", testEachSeries},
 		{"EmptyBatch", testEmptyBatch},
 		{"AtomicBatch", atomic},
 		{"CancelledCommit", testCancelledCommit},
@@ -930,6 +932,75 @@ func testEachPartition(t *testing.T, b Backend) {
 	})
 	if !errors.Is(err, stop) || n != 1 {
 		t.Errorf("EachPartition with fn failing: %v after %d calls, want %v after 1", err, n, stop)
+	}
+}
+
+// testEachSeries: the series of a tenant's kind on a day, each once however
+// many partitions it has, in byte order, and none of another tenant, kind
+// or day; fn's error and the end of ctx stop the listing.
+func testEachSeries(t *testing.T, b Backend) {
+	tenant := "series-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	d := model.Day(-3)
+	// Names whose byte order differs from a natural or case-folded one.
+	want := []string{"Pump-9", "pump", "pump-1", "pump-10", "pump-2", "pump-20", "pump~", "zone/7", "\u00e9tuve", "\u6c34\u6cf5"}
+	var batch store.Batch
+	for i, series := range want {
+		sd := model.SeriesDay{Kind: model.KindReadings, Tenant: tenant, Series: series, Day: d}
+		// Up to four partitions: two writers' single ones and split ones.
+		for _, sub := range []uint32{0, 1 << 16, 1<<24 | 1, 1<<24 | 1<<16 | 2}[:1+i%4] {
+			batch.Catalogue = append(batch.Catalogue, model.PartitionInfo{Key: sd.Partition(sub), Rows: 1, State: "split"})
+		}
+	}
+	for _, sd := range []model.SeriesDay{
+		{Kind: model.KindAudit, Tenant: tenant, Series: "stream-a", Day: d},
+		{Kind: model.KindReadings, Tenant: tenant + "x", Series: "pump-3", Day: d},
+		{Kind: model.KindReadings, Tenant: tenant[:len(tenant)-1], Series: "pump-4", Day: d},
+		{Kind: model.KindReadings, Tenant: tenant, Series: "pump-5", Day: d - 1},
+		{Kind: model.KindReadings, Tenant: tenant, Series: "pump-6", Day: d + 1},
+	} {
+		batch.Catalogue = append(batch.Catalogue, model.PartitionInfo{Key: sd.Partition(0), Rows: 1, State: "single"})
+	}
+	commit(t, b, &batch)
+	list := func(ctx context.Context, kind model.Kind, day model.Day, fn func(string) error) ([]string, error) {
+		var got []string
+		err := b.EachSeries(ctx, tenant, kind, day, func(s string) error {
+			got = append(got, s)
+			return fn(s)
+		})
+		return got, err
+	}
+	none := func(string) error { return nil }
+	got, err := list(t.Context(), model.KindReadings, d, none)
+	if err != nil {
+		t.Fatalf("EachSeries: %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("EachSeries mismatch (-want +got):\n%s", diff)
+	}
+	if got, err := list(t.Context(), model.KindAudit, d, none); err != nil || !slices.Equal(got, []string{"stream-a"}) {
+		t.Errorf("EachSeries of the audit streams: %q, %v; want [stream-a]", got, err)
+	}
+	if got, err := list(t.Context(), model.KindReadings, d-2, none); err != nil || len(got) != 0 {
+		t.Errorf("EachSeries of an empty day: %q, %v; want nothing", got, err)
+	}
+
+	// An error from fn stops the listing and is returned.
+	stop := errors.New("enough")
+	got, err = list(t.Context(), model.KindReadings, d, func(string) error { return stop })
+	if !errors.Is(err, stop) || len(got) != 1 {
+		t.Errorf("EachSeries with fn failing: %v after %q, want %v after one series", err, got, stop)
+	}
+	// So does the end of ctx, even in the middle of a series' partitions.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	got, err = list(ctx, model.KindReadings, d, func(s string) error {
+		if s == "pump-1" {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || !slices.Equal(got, want[:3]) {
+		t.Errorf("EachSeries cancelled at pump-1: %v after %q, want %v after %q", err, got, context.Canceled, want[:3])
 	}
 }
 
