@@ -116,10 +116,12 @@ func TestCassandraRollupRepair(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 
-	// A whole-day rebuild replaces each device-metric's row.
-	if r := rebuild(); r.DeviceDays != devices || r.Readings != 2*devices*n || r.Written-r.Retracted != 2*devices || r.Retracted != 2*devices {
-		t.Fatalf("rebuild of %s: %+v, want %d device-days, %d readings, %d rows written and the gateway's %d retracted",
-			dayArg, r, devices, 2*devices*n, 2*devices, 2*devices)
+	// A whole-day rebuild rewrites each device-metric's row. The gateway
+	// wrote the same rows (recomputed from the raw store, writer 65535,
+	// part 0), so nothing is retracted.
+	if r := rebuild(); r.DeviceDays != devices || r.Readings != 2*devices*n || r.Written != 2*devices || r.Retracted != 0 {
+		t.Fatalf("rebuild of %s: %+v, want %d device-days, %d readings, %d rows written and none retracted",
+			dayArg, r, devices, 2*devices*n, 2*devices)
 	}
 	expect("after the rebuild", clean)
 
