@@ -69,76 +69,42 @@ type Row struct {
 	Version    uint64
 }
 
-// Point is one distinct reading of a window.
-type Point struct {
-	TS    int64
-	Value float64
-}
-
-// Aggregate computes the aggregate of points sorted by TS with distinct TS.
-// Count is 0 for no points.
-func Aggregate(key Key, points []Point) Row {
-	r := Row{Key: key}
-	if len(points) == 0 {
-		return r
-	}
-	r.Count = uint64(len(points))
-	r.Min, r.Max = math.Inf(1), math.Inf(-1)
-	for _, p := range points {
-		r.Sum += p.Value
-		r.Min = min(r.Min, p.Value)
-		r.Max = max(r.Max, p.Value)
-	}
-	r.FirstTS, r.FirstValue = points[0].TS, points[0].Value
-	last := points[len(points)-1]
-	r.LastTS, r.LastValue = last.TS, last.Value
-	return r
-}
-
-func compareKeys(x, y Key) int {
-	if c := cmp.Compare(x.Minute, y.Minute); c != 0 {
-		return c
-	}
-	if c := strings.Compare(x.Tenant, y.Tenant); c != 0 {
-		return c
-	}
-	if c := strings.Compare(x.Device, y.Device); c != 0 {
-		return c
-	}
-	return strings.Compare(x.Metric, y.Metric)
-}
-
-func sortRows(rows []Row) {
-	slices.SortFunc(rows, func(x, y Row) int {
-		if c := compareKeys(x.Key, y.Key); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(x.Writer, y.Writer); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.Part, y.Part)
-	})
-}
-
 // Compute aggregates the readings of one device, as read back from the raw
-// store, into one row per (metric, minute): what a rebuild writes. The
-// readings must have distinct timestamps (a reader's output has). Rows get
-// writer RebuildWriter, part 0 and the given version.
+// store, into one row per (metric, minute): what a recompute writes. The
+// readings must have distinct timestamps (a reader's output has); they are
+// taken in time order (sorted here if they are not). Rows come out by
+// minute, then metric, with writer RebuildWriter, part 0 and the given
+// version.
 func Compute(tenant, device string, readings []model.Reading, version uint64) []Row {
-	byKey := make(map[Key][]Point)
+	if !slices.IsSortedFunc(readings, func(a, b model.Reading) int { return cmp.Compare(a.TS, b.TS) }) {
+		readings = slices.Clone(readings)
+		slices.SortFunc(readings, func(a, b model.Reading) int { return cmp.Compare(a.TS, b.TS) })
+	}
+	var out []Row
+	start := 0 // the first row of the current minute in out
+	minute := int64(math.MinInt64)
 	for _, r := range readings {
-		for _, m := range r.Metrics {
-			k := Key{Tenant: tenant, Device: device, Metric: m.Name, Minute: MinuteOf(r.TS)}
-			byKey[k] = append(byKey[k], Point{TS: r.TS, Value: m.Value})
+		if m := MinuteOf(r.TS); m != minute {
+			slices.SortFunc(out[start:], func(x, y Row) int { return strings.Compare(x.Metric, y.Metric) })
+			start, minute = len(out), m
+		}
+		for _, mt := range r.Metrics {
+			i := start
+			for i < len(out) && out[i].Metric != mt.Name {
+				i++
+			}
+			if i == len(out) {
+				out = append(out, Row{Key: Key{Tenant: tenant, Device: device, Metric: mt.Name, Minute: minute},
+					Writer: RebuildWriter, Version: version, Min: math.Inf(1), Max: math.Inf(-1), FirstTS: r.TS, FirstValue: mt.Value})
+			}
+			row := &out[i]
+			row.Count++
+			row.Sum += mt.Value
+			row.Min = min(row.Min, mt.Value)
+			row.Max = max(row.Max, mt.Value)
+			row.LastTS, row.LastValue = r.TS, mt.Value
 		}
 	}
-	out := make([]Row, 0, len(byKey))
-	for k, pts := range byKey {
-		slices.SortFunc(pts, func(a, b Point) int { return cmp.Compare(a.TS, b.TS) })
-		r := Aggregate(k, pts)
-		r.Writer, r.Version = RebuildWriter, version
-		out = append(out, r)
-	}
-	sortRows(out)
+	slices.SortFunc(out[start:], func(x, y Row) int { return strings.Compare(x.Metric, y.Metric) })
 	return out
 }

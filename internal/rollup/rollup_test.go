@@ -1,7 +1,11 @@
 package rollup
 
 import (
+	stdcmp "cmp"
 	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -275,4 +279,80 @@ func TestValueRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Compute equals the plain definition — group the points of each (metric,
+// minute), sort them by time, aggregate — on random readings given in any
+// order.
+func TestComputeMatchesDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		var readings []model.Reading
+		seen := map[int64]bool{}
+		for range rng.IntN(40) {
+			ts := ms(time.Duration(rng.IntN(5*60_000)-60_000) * time.Millisecond)
+			if seen[ts] {
+				continue
+			}
+			seen[ts] = true
+			r := model.Reading{TS: ts}
+			for _, name := range []string{"a", "b", "c"} {
+				if rng.IntN(2) == 0 {
+					r.Metrics = append(r.Metrics, model.Metric{Name: name, Value: float64(rng.IntN(100)) / 4})
+				}
+			}
+			readings = append(readings, r)
+		}
+		groups := map[Key][]Point{}
+		for _, r := range readings {
+			for _, m := range r.Metrics {
+				k := Key{Tenant: "t", Device: "d", Metric: m.Name, Minute: MinuteOf(r.TS)}
+				groups[k] = append(groups[k], Point{TS: r.TS, Value: m.Value})
+			}
+		}
+		var want []Row
+		for k, pts := range groups {
+			slices.SortFunc(pts, func(a, b Point) int { return stdcmp.Compare(a.TS, b.TS) })
+			row := Aggregate(k, pts)
+			row.Writer, row.Version = RebuildWriter, 7
+			want = append(want, row)
+		}
+		slices.SortFunc(want, func(x, y Row) int {
+			if c := stdcmp.Compare(x.Minute, y.Minute); c != 0 {
+				return c
+			}
+			return strings.Compare(x.Metric, y.Metric)
+		})
+		got := Compute("t", "d", readings, 7)
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("round %d (-want +got):\n%s", round, diff)
+		}
+	}
+}
+
+// Point is one distinct reading of a minute (the reference definition
+// that Compute is checked against).
+type Point struct {
+	TS    int64
+	Value float64
+}
+
+// Aggregate computes the aggregate of points sorted by TS with distinct TS.
+// Count is 0 for no points.
+func Aggregate(key Key, points []Point) Row {
+	r := Row{Key: key}
+	if len(points) == 0 {
+		return r
+	}
+	r.Count = uint64(len(points))
+	r.Min, r.Max = math.Inf(1), math.Inf(-1)
+	for _, p := range points {
+		r.Sum += p.Value
+		r.Min = min(r.Min, p.Value)
+		r.Max = max(r.Max, p.Value)
+	}
+	r.FirstTS, r.FirstValue = points[0].TS, points[0].Value
+	last := points[len(points)-1]
+	r.LastTS, r.LastValue = last.TS, last.Value
+	return r
 }
