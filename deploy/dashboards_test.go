@@ -17,6 +17,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/go-cmp/cmp"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/internal/chstore"
 	"github.com/sluicehq/sluice/internal/rollup"
@@ -454,5 +455,51 @@ func TestRollupsDashboardSQL(t *testing.T) {
 				t.Errorf("latest of device o'hare: %v, want 20", got)
 			}
 		}
+	}
+}
+
+// promQLVars stands for the Grafana variables of the operators' dashboard,
+// so that promtool can parse its queries.
+var promQLVars = strings.NewReplacer("$__rate_interval", "5m", "$__range", "1h", "$__interval", "1m", "$instance", ".*")
+
+// TestDashboardPromQL parses every Prometheus query of the dashboards
+// with Prometheus's own parser: each becomes a recording rule of a
+// scratch rule file that `promtool check rules` reads.
+func TestDashboardPromQL(t *testing.T) {
+	type rule struct {
+		Record string `yaml:"record"`
+		Expr   string `yaml:"expr"`
+	}
+	var rules []rule
+	for _, d := range dashboards(t) {
+		for _, p := range d.allPanels() {
+			for _, tg := range p.Targets {
+				if tg.Datasource != nil && tg.Datasource.Type == "prometheus" {
+					rules = append(rules, rule{Record: fmt.Sprintf("dashboard:panel_%d:%s", p.ID, strings.ToLower(tg.RefID)), Expr: promQLVars.Replace(tg.Expr)})
+				}
+			}
+		}
+	}
+	if len(rules) < 10 {
+		t.Fatalf("only %d Prometheus queries in the dashboards", len(rules))
+	}
+	check := func(rules []rule) ([]byte, error) {
+		b, err := yaml.Marshal(map[string]any{"groups": []map[string]any{{"name": "dashboards", "rules": rules}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "dashboards.rules.yml")
+		if err := os.WriteFile(file, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return promtool(t, "check", "rules", file)
+	}
+	if out, err := check(rules); err != nil {
+		t.Errorf("promtool check rules: %v\n%s", err, out)
+	}
+	// A query Prometheus cannot parse fails the check.
+	broken := append(slices.Clone(rules), rule{Record: "dashboard:broken", Expr: "sum by (instance (rate(sluice_sink_commits_total[5m]))"})
+	if _, err := check(broken); err == nil {
+		t.Error("promtool accepted a query with unbalanced parentheses")
 	}
 }
