@@ -1,7 +1,8 @@
 // Command ingest runs the Sluice gateway: `ingest` (or `ingest serve`)
 // starts it; `ingest migrate` creates the Cassandra schema; `ingest
 // retention run` drops expired day buckets now; `ingest check-config`
-// validates the configuration and exits.
+// validates the configuration and exits; `ingest healthcheck` asks a
+// running gateway whether it is ready.
 package main
 
 import (
@@ -49,6 +50,8 @@ Commands:
                  configuration (secrets redacted, the source of each value)
                  and exit
   retention run  drop expired day buckets now [--dry-run] [--tenant T]
+  healthcheck    ask the gateway of this configuration for /readyz (--live:
+                 /healthz) and exit 0 if it answers 200 (container healthcheck)
   audit keygen   create an audit checkpoint signing key --name NAME --out FILE
 
 Configuration comes from --config FILE (or SLUICE_CONFIG), else ./configs/ingest.yaml
@@ -69,6 +72,9 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) erro
 	}
 	if cmd == "retention" {
 		return retentionCmd(ctx, args, env, stdout, stderr)
+	}
+	if cmd == "healthcheck" {
+		return healthcheckCmd(ctx, args, env, stdout, stderr)
 	}
 	fs := pflag.NewFlagSet("ingest "+cmd, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
