@@ -53,9 +53,9 @@ import (
 // rollups verify` must be clean. The test rebuilds nothing.
 //
 // Devices stamp their readings with the wall clock, a few of them 25 or 50
-// seconds late (devices that buffer), so that readings both on time and
-// later than rollups.allowed_lateness reach the gateways, and A holds open
-// windows when it is killed. Production stops at the first minute boundary
+// seconds late (devices that buffer), so that readings arrive for minutes
+// already recomputed, and A holds minutes not yet recomputed when it is
+// killed. Production stops at the first minute boundary
 // at least form.produce after it began: every window can close as soon as
 // it stops. -sluice.long writes more devices for longer and kills A twice.
 func TestSeveralGatewaysShape(t *testing.T) {
@@ -77,7 +77,7 @@ func TestSeveralGatewaysShape(t *testing.T) {
 	env = append(env,
 		"SLUICE_ROLLUPS_CLICKHOUSE_ADDR="+clickHouseAddr(),
 		"SLUICE_ROLLUPS_CLICKHOUSE_DATABASE="+database,
-		fmt.Sprintf("SLUICE_ROLLUPS_ALLOWED_LATENESS=%s", form.lateness),
+		fmt.Sprintf("SLUICE_ROLLUPS_ROLL_DELAY=%s", form.rollDelay),
 	)
 	if _, errOut, err := runBin(t, env, "ingest", "migrate"); err != nil {
 		t.Fatalf("ingest migrate: %v\n%s", err, errOut)
@@ -187,7 +187,7 @@ func TestSeveralGatewaysShape(t *testing.T) {
 	checkRawOnce(t, all, raw)
 
 	// The rollups, once both gateways delivered them.
-	time.Sleep(time.Until(s.end.Add(form.lateness + 2*time.Second)))
+	time.Sleep(time.Until(s.end.Add(form.rollDelay + 2*time.Second)))
 	parts := waitRollupsDelivered(t, ch, database, []*gateway{s.gw[0].Load(), b}, form.settle)
 	want := recompute(raw)
 	compareRollups(t, s, all, want, parts)
@@ -215,16 +215,16 @@ type shapeForm struct {
 	down                     time.Duration // how long A stays down
 	lbRetryEvery             int           // every n-th accepted request goes again to the other gateway
 	republishEvery           int           // every n-th MQTT message is published twice
-	lateness                 time.Duration // rollups.allowed_lateness
+	rollDelay                time.Duration // rollups.roll_delay
 	settle                   time.Duration // the most to wait for deliveries after production
 }
 
 var (
 	shapeShort = shapeForm{httpDevices: 6, mqttDevices: 4, every: time.Second, produce: 20 * time.Second,
-		kills: []float64{0.4}, down: 3 * time.Second, lbRetryEvery: 4, republishEvery: 10, lateness: 2 * time.Second,
+		kills: []float64{0.4}, down: 3 * time.Second, lbRetryEvery: 4, republishEvery: 10, rollDelay: 2 * time.Second,
 		settle: 60 * time.Second}
 	shapeLong = shapeForm{httpDevices: 16, mqttDevices: 8, every: 200 * time.Millisecond, produce: 4 * time.Minute,
-		kills: []float64{0.3, 0.65}, down: 10 * time.Second, lbRetryEvery: 4, republishEvery: 10, lateness: 2 * time.Second,
+		kills: []float64{0.3, 0.65}, down: 10 * time.Second, lbRetryEvery: 4, republishEvery: 10, rollDelay: 2 * time.Second,
 		settle: 3 * time.Minute}
 )
 
@@ -968,11 +968,11 @@ func windowCauses(s *shapeRun, all []*shapeReading) map[window]causes {
 		}
 		out[w] = c
 	}
-	// A window is open from its first reading until the watermark passes
-	// its end: wall time minute end + allowed lateness.
+	// A minute may wait for its recompute on A from its first reading
+	// until its end plus rollups.roll_delay: flagged in the messages.
 	for w, c := range out {
 		for _, k := range s.kills {
-			if w.minute <= k.Add(-lags[w.device]).UnixMilli() && time.UnixMilli(w.minute+60_000).Add(s.form.lateness).After(k) {
+			if w.minute <= k.Add(-lags[w.device]).UnixMilli() && time.UnixMilli(w.minute+60_000).Add(s.form.rollDelay).After(k) {
 				c.openAtKill = true
 			}
 		}
