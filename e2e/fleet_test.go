@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,6 +94,8 @@ type fleetResult struct {
 	cpu         time.Duration // the gateway's CPU over the run, idle tail included
 	peakRSS     int64         // bytes
 	retries     int64         // requests answered 429 or 503 and sent again
+	rawReads    float64       // range reads of the raw store made by the rollups (rollups on)
+	rolled      float64       // device-minutes the rollups recomputed
 }
 
 // report reports r; a gateway's also peak RSS and retries (gateway true).
@@ -107,6 +110,10 @@ func (r fleetResult) report(b *testing.B, l fleetLoad, gateway bool) {
 	b.ReportMetric(float64(r.cpu.Microseconds())/float64(l.requests()), "CPU-µs/request")
 	b.ReportMetric(float64(r.peakRSS)/(1<<20), "peak_RSS_MiB")
 	b.ReportMetric(float64(r.retries), "retries")
+	if r.rolled > 0 {
+		b.ReportMetric(r.rawReads/n, "raw_reads/reading")
+		b.ReportMetric(r.rolled/n, "minutes_rolled/reading")
+	}
 }
 
 // runFleet starts a fresh gateway with env, sends l to it, waits until it is
@@ -163,10 +170,25 @@ func runFleet(tb testing.TB, l fleetLoad, env ...string) fleetResult {
 	if err := context.Cause(ctx); err != nil {
 		tb.Fatalf("%v\n%s", err, tail(g.logs(), 4000))
 	}
+	rollups := !slices.Contains(env, "SLUICE_ROLLUPS_ENABLED=false")
+	if rollups {
+		// The rollups recompute what was written rollups.roll_delay after
+		// it: a gateway quiet before that is not done.
+		deadline := time.Now().Add(5 * time.Minute)
+		for g.metric("sluice_rollup_pending_minutes") > 0 || g.metric("sluice_rollup_lag_seconds") > 0 {
+			if time.Now().After(deadline) {
+				tb.Fatalf("rollups still pending five minutes after the last acknowledgement")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	idleAt := waitProcIdle(tb, pid)
 	res := fleetResult{
 		acked: acked, idle: idleAt.at.Sub(start), cpu: idleAt.cpu - cpu0,
 		peakRSS: vmHWM(tb, pid), retries: retries.Load(),
+	}
+	if rollups {
+		res.rawReads, res.rolled = g.metric("sluice_rollup_raw_reads_total"), g.metric("sluice_rollup_minutes_rolled_total")
 	}
 	g.stop()
 	return res
