@@ -352,10 +352,13 @@ func benchFleet(b *testing.B, l fleetLoad, gateway bool, run func() fleetResult)
 		sum.cpu += r.cpu
 		sum.peakRSS = max(sum.peakRSS, r.peakRSS)
 		sum.retries += r.retries
+		sum.rawReads += r.rawReads
+		sum.rolled += r.rolled
 	}
 	n := time.Duration(b.N)
 	sum.acked, sum.idle, sum.cpu = sum.acked/n, sum.idle/n, sum.cpu/n
 	sum.retries /= int64(b.N)
+	sum.rawReads, sum.rolled = sum.rawReads/float64(b.N), sum.rolled/float64(b.N)
 	sum.report(b, l, gateway)
 }
 

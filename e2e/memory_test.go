@@ -315,8 +315,8 @@ func TestFleetMemoryBound(t *testing.T) {
 		batchRows  = 4000    // sink.batch_rows's default
 		maxMetrics = 16
 		maxRows    = 10_000
-		maxPending = 250_000    // rollups.max_pending's default
-		rollRows   = 50_000 * 6 // a recompute's rows: rollups.batch_rows minutes of about 5.5 metrics
+		maxPending = 250_000        // rollups.max_pending's default
+		rollRows   = 50_000 / 8 * 6 // a recompute's rows: rollups.batch_rows / 8 minutes of about 5.5 metrics
 	)
 	l := fleetLoad{Devices: devices, Readings: 2 * devices, Batch: 1000, Clients: 8}
 	res := runFleet(t, l,

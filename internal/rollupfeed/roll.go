@@ -69,7 +69,9 @@ func (f *Feed) roll(ctx context.Context, all bool) bool {
 	if all {
 		due = time.Unix(1<<40, 0)
 	}
-	devs := f.pending.take(due, f.cfg.MaxPending, f.cfg.BatchRows)
+	// A recompute's rows (a few per minute) are held until stored: take
+	// about a batch's worth of rows at a time.
+	devs := f.pending.take(due, f.cfg.MaxPending, max(1, f.cfg.BatchRows/8))
 	more := f.pending.head != nil && (!f.pending.head.since.After(due) || f.pending.minutes > f.cfg.MaxPending)
 	f.m.pending.Set(float64(f.pending.minutes))
 	f.room.Broadcast()
@@ -129,7 +131,11 @@ func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, version uin
 	}
 	close(work)
 	wg.Wait()
-	var rows []rollup.Row
+	n := 0
+	for _, r := range results {
+		n += len(r.rows)
+	}
+	rows := make([]rollup.Row, 0, n)
 	var failed []*pendingDevice
 	for i, r := range results {
 		if r.err != nil {
