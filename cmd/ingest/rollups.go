@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rollupfeed"
 	"github.com/sluicehq/sluice/internal/rollupstore"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/store/pebblestore"
 )
 
 // rollups is the running rollup pipeline of a gateway: the feed on the
@@ -75,6 +76,13 @@ func startRollups(cfg config.Config, raw rollupfeed.Raw, logger *slog.Logger, re
 	}
 	r.marks = marks
 	var opts []rollupfeed.Option
+	if pb, ok := raw.(*pebblestore.Store); ok {
+		// A recompute makes one small read per device: through a session,
+		// each costs a seek instead of a new iterator.
+		opts = append(opts, rollupfeed.WithReadSessions(func(ctx context.Context) (rollupfeed.ReadSession, error) {
+			return pb.NewReads(ctx)
+		}))
+	}
 	if r.emb != nil {
 		// Local and durable: no outbox write per row; the outbox keeps only
 		// rows whose insert failed, and the dirty days.

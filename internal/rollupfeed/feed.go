@@ -187,8 +187,9 @@ type Feed struct {
 	stopShp  context.CancelFunc
 	shpDone  chan struct{}
 
-	local        bool      // insert rows into dst directly
-	localLogged  time.Time // last log of a failed local insert (roller goroutine)
+	sessions     func(ctx context.Context) (ReadSession, error) // nil: read through raw
+	local        bool                                           // insert rows into dst directly
+	localLogged  time.Time                                      // last log of a failed local insert (roller goroutine)
 	localFailing bool
 	lastVersion  uint64    // roller goroutine
 	rollLogged   time.Time // last log of a failed recompute (roller goroutine)
@@ -212,6 +213,21 @@ type marked struct {
 
 // Option changes how a Feed works.
 type Option func(*Feed)
+
+// ReadSession is a raw store's read session (pebblestore.Reads): many
+// small reads cheaper than through the store itself, seeing the store as
+// it was when the session opened.
+type ReadSession interface {
+	reader.Store
+	Close() error
+}
+
+// WithReadSessions has each recompute worker read through a session opened
+// by open (after the recompute's version was taken) instead of through
+// the raw store.
+func WithReadSessions(open func(ctx context.Context) (ReadSession, error)) Option {
+	return func(f *Feed) { f.sessions = open }
+}
 
 // WithLocalBackend says that the Inserter is local and durable (the
 // embedded rollup store): rows are inserted into it directly instead of

@@ -124,6 +124,8 @@ func newRig(t *testing.T, dst Inserter) *rig {
 	if _, ok := dst.(*rollupstore.Store); ok {
 		opts = append(opts, WithLocalBackend()) // as the gateway runs it
 	}
+	// Recomputes read through sessions, as the gateway runs them on Pebble.
+	opts = append(opts, WithReadSessions(func(ctx context.Context) (ReadSession, error) { return raw.NewReads(ctx) }))
 	feed := newFeed(t, cfg, raw, filepath.Join(dir, "marks"), ob, dst, reg, opts...)
 	scfg := sink.DefaultConfig()
 	sk := sink.New(scfg, buckets.DefaultConfig(), raw, quiet, reg, sink.WithCommitHook(feed))

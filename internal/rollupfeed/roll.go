@@ -1,11 +1,14 @@
 package rollupfeed
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/reader"
 	"github.com/sluicehq/sluice/internal/rollup"
 )
 
@@ -116,20 +119,36 @@ func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, version uin
 		rows []rollup.Row
 		err  error
 	}
+	// In key order, each worker a contiguous share: a worker's reads then
+	// move forward through the store, so that nearby devices share the
+	// blocks read for them.
+	slices.SortFunc(devs, func(a, b *pendingDevice) int {
+		return cmp.Or(strings.Compare(a.tenant, b.tenant), strings.Compare(a.device, b.device))
+	})
 	results := make([]result, len(devs))
-	work := make(chan int)
+	workers := min(f.cfg.ReadConcurrency, len(devs))
 	var wg sync.WaitGroup
-	for range min(f.cfg.ReadConcurrency, len(devs)) {
+	for w := range workers {
+		lo, hi := w*len(devs)/workers, (w+1)*len(devs)/workers
 		wg.Go(func() {
-			for i := range work {
-				results[i].rows, results[i].err = f.recomputeDevice(ctx, devs[i], version)
+			var raw reader.Store = f.raw
+			var err error
+			if f.sessions != nil {
+				var s ReadSession
+				if s, err = f.sessions(ctx); err == nil {
+					defer s.Close()
+					raw = s
+				}
+			}
+			for i := lo; i < hi; i++ {
+				if err != nil {
+					results[i].err = err
+					continue
+				}
+				results[i].rows, results[i].err = f.recomputeDevice(ctx, raw, devs[i], version)
 			}
 		})
 	}
-	for i := range devs {
-		work <- i
-	}
-	close(work)
 	wg.Wait()
 	n := 0
 	for _, r := range results {
@@ -154,11 +173,11 @@ func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, version uin
 
 // recomputeDevice reads d's marked minutes, a run of nearby minutes per
 // range read, and aggregates them whole.
-func (f *Feed) recomputeDevice(ctx context.Context, d *pendingDevice, version uint64) ([]rollup.Row, error) {
+func (f *Feed) recomputeDevice(ctx context.Context, raw reader.Store, d *pendingDevice, version uint64) ([]rollup.Row, error) {
 	minutes := d.sortedMinutes()
 	var out []rollup.Row
 	for _, run := range runs(minutes, runGap) {
-		readings, err := readAll(ctx, f.raw, d.tenant, d.device, run[0], run[1]+rollup.MinuteMillis)
+		readings, err := readAll(ctx, raw, d.tenant, d.device, run[0], run[1]+rollup.MinuteMillis)
 		if err != nil {
 			return nil, err
 		}

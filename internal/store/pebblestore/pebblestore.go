@@ -168,6 +168,10 @@ func (s *Store) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.Part
 // distinct devices, a new iterator per series-day was most of the CPU of
 // the rounds that load them.
 func (s *Store) Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]model.PartitionInfo, error) {
+	return catalogues(ctx, s, sds)
+}
+
+func catalogues(ctx context.Context, src iterSource, sds []model.SeriesDay) ([][]model.PartitionInfo, error) {
 	out := make([][]model.PartitionInfo, len(sds))
 	if len(sds) == 0 {
 		return out, nil
@@ -190,14 +194,14 @@ func (s *Store) Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]mode
 		prefixes[i], order[i] = buf[start:end:end], i
 	}
 	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(prefixes[a], prefixes[b]) })
-	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: prefixes[order[0]], UpperBound: prefixEnd(prefixes[order[len(order)-1]])})
+	it, release, err := src.iter(ctx, prefixes[order[0]], prefixEnd(prefixes[order[len(order)-1]]))
 	if err != nil {
 		return nil, fmt.Errorf("read catalogues of %d series-days: %w", len(sds), err)
 	}
 	for n, i := range order {
 		if n%256 == 0 {
 			if err := ctx.Err(); err != nil {
-				_ = it.Close()
+				_ = release()
 				return nil, err
 			}
 		}
@@ -209,7 +213,7 @@ func (s *Store) Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]mode
 			}
 			pi := model.PartitionInfo{Key: sds[i].Partition(binary.BigEndian.Uint32(k[len(p):]))}
 			if err := decodeInfo(it.Value(), &pi); err != nil {
-				_ = it.Close()
+				_ = release()
 				return nil, fmt.Errorf("read catalogue entry %v: %w", pi.Key, err)
 			}
 			out[i] = append(out[i], pi)
@@ -217,11 +221,11 @@ func (s *Store) Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]mode
 		// The next SeekGE clears the iterator's error: check it before,
 		// or a read that failed midway would return a catalogue cut short.
 		if err := it.Error(); err != nil {
-			_ = it.Close()
+			_ = release()
 			return nil, fmt.Errorf("read catalogue of %v: %w", sds[i], err)
 		}
 	}
-	if err := it.Close(); err != nil {
+	if err := release(); err != nil {
 		return nil, fmt.Errorf("read catalogues of %d series-days: %w", len(sds), err)
 	}
 	return out, nil
@@ -251,15 +255,15 @@ func (s *Store) AuditSeen(ctx context.Context, ids []store.AuditID) ([]bool, err
 
 // scan iterates the rows of one partition inside r, at most limit of them,
 // calling fn with the clustering key suffix (ts then key) and value.
-func (s *Store) scan(ctx context.Context, pk model.PartitionKey, r store.Range, limit int, fn func(ts int64, ck, v []byte) error) error {
-	if err := s.scanPrefix(ctx, partitionPrefix(nil, pk), r, limit, fn); err != nil {
+func scan(ctx context.Context, src iterSource, pk model.PartitionKey, r store.Range, limit int, fn func(ts int64, ck, v []byte) error) error {
+	if err := scanPrefix(ctx, src, partitionPrefix(nil, pk), r, limit, fn); err != nil {
 		return fmt.Errorf("scan %v: %w", pk, err)
 	}
 	return nil
 }
 
 // scanPrefix iterates the keys prefix+ts+ck inside r.
-func (s *Store) scanPrefix(ctx context.Context, prefix []byte, r store.Range, limit int, fn func(ts int64, ck, v []byte) error) error {
+func scanPrefix(ctx context.Context, src iterSource, prefix []byte, r store.Range, limit int, fn func(ts int64, ck, v []byte) error) error {
 	lower := appendTS(append([]byte(nil), prefix...), r.From)
 	if r.After != nil {
 		after := appendTS(append([]byte(nil), prefix...), r.After.TS)
@@ -272,7 +276,7 @@ func (s *Store) scanPrefix(ctx context.Context, prefix []byte, r store.Range, li
 	if bytes.Compare(lower, upper) >= 0 {
 		return nil
 	}
-	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	it, release, err := src.iter(ctx, lower, upper)
 	if err != nil {
 		return err
 	}
@@ -280,17 +284,17 @@ func (s *Store) scanPrefix(ctx context.Context, prefix []byte, r store.Range, li
 	for ok := it.First(); ok && n < limit; ok = it.Next() {
 		k := it.Key()[len(prefix):]
 		if len(k) < 8 {
-			_ = it.Close()
+			_ = release()
 			return fmt.Errorf("short key: %w", errCorrupt)
 		}
 		ts := int64(binary.BigEndian.Uint64(k) ^ 1<<63)
 		if err := fn(ts, k[8:], it.Value()); err != nil {
-			_ = it.Close()
+			_ = release()
 			return err
 		}
 		n++
 	}
-	if err := it.Close(); err != nil {
+	if err := release(); err != nil {
 		return err
 	}
 	return nil
@@ -299,8 +303,12 @@ func (s *Store) scanPrefix(ctx context.Context, prefix []byte, r store.Range, li
 // ScanReadings returns up to limit rows of a readings partition inside r, in
 // clustering order (TS, metric).
 func (s *Store) ScanReadings(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.ReadingRow, error) {
+	return scanReadings(ctx, s, pk, r, limit)
+}
+
+func scanReadings(ctx context.Context, src iterSource, pk model.PartitionKey, r store.Range, limit int) ([]model.ReadingRow, error) {
 	var out []model.ReadingRow
-	err := s.scan(ctx, pk, r, limit, func(ts int64, ck, v []byte) error {
+	err := scan(ctx, src, pk, r, limit, func(ts int64, ck, v []byte) error {
 		row := model.ReadingRow{TS: ts, Metric: string(ck)}
 		if err := decodeReading(v, &row); err != nil {
 			return err
@@ -314,8 +322,12 @@ func (s *Store) ScanReadings(ctx context.Context, pk model.PartitionKey, r store
 // ScanAudit returns up to limit events of an audit partition inside r, in
 // clustering order (TS, event id).
 func (s *Store) ScanAudit(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.AuditEvent, error) {
+	return scanAudit(ctx, s, pk, r, limit)
+}
+
+func scanAudit(ctx context.Context, src iterSource, pk model.PartitionKey, r store.Range, limit int) ([]model.AuditEvent, error) {
 	var out []model.AuditEvent
-	err := s.scan(ctx, pk, r, limit, func(ts int64, ck, v []byte) error {
+	err := scan(ctx, src, pk, r, limit, func(ts int64, ck, v []byte) error {
 		e := model.AuditEvent{TS: ts, EventID: string(ck), Stream: pk.Series}
 		if err := decodeAudit(v, &e); err != nil {
 			return err
@@ -331,7 +343,7 @@ func (s *Store) ScanAudit(ctx context.Context, pk model.PartitionKey, r store.Ra
 func (s *Store) ScanDeadLetters(ctx context.Context, tenant string, day model.Day, r store.Range, limit int) ([]model.DeadLetter, error) {
 	prefix := deadPrefix(nil, tenant, day)
 	var out []model.DeadLetter
-	err := s.scanPrefix(ctx, prefix, r, limit, func(ts int64, ck, v []byte) error {
+	err := scanPrefix(ctx, s, prefix, r, limit, func(ts int64, ck, v []byte) error {
 		dl := model.DeadLetter{Tenant: tenant, TS: ts, ID: string(ck)}
 		if err := decodeDead(v, &dl); err != nil {
 			return err

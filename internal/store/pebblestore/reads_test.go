@@ -1,0 +1,74 @@
+package pebblestore_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/reader"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+// A read session answers every read as the store did when it opened: the
+// same catalogues, readings and audit events for many devices read one
+// after the other from its one iterator, and nothing committed after it
+// opened.
+func TestReadsMatchStore(t *testing.T) {
+	st := open(t, t.TempDir())
+	defer st.Close()
+	day := model.DayOf(1_700_000_000_000)
+	commit := func(series string, sub uint32, from, n int) {
+		t.Helper()
+		sd := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: series, Day: day}
+		pk := sd.Partition(sub)
+		pw := store.PartitionWrite{Key: pk}
+		for i := from; i < from+n; i++ {
+			pw.Readings = append(pw.Readings, model.ReadingRow{TS: day.Start() + int64(i)*1000, Metric: "m", Value: float64(i)})
+		}
+		b := store.Batch{Partitions: []store.PartitionWrite{pw}, Catalogue: []model.PartitionInfo{{Key: pk, Rows: int64(n),
+			MinTS: day.Start() + int64(from)*1000, MaxTS: day.Start() + int64(from+n-1)*1000, State: "split"}}}
+		if err := st.Commit(t.Context(), &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var devices []string
+	for d := range 30 {
+		dev := fmt.Sprintf("dev-%02d", d)
+		devices = append(devices, dev)
+		commit(dev, 1<<24|1, 0, 50+d)
+		if d%3 == 0 {
+			commit(dev, 1<<24|2, 40, 20) // a second partition, overlapping
+		}
+	}
+	rs, err := st.NewReads(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	commit("dev-05", 1<<24|3, 1000, 10) // after the session opened
+	read := func(src reader.Store, dev string, from, to int64) []model.Reading {
+		t.Helper()
+		got, _, err := reader.Readings(t.Context(), src, reader.Query{Tenant: "acme", Series: dev, From: from, To: to, Limit: reader.MaxLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for _, dev := range devices {
+		for _, r := range [][2]int64{{day.Start(), day.Start() + 86_400_000}, {day.Start() + 20_000, day.Start() + 45_000}} {
+			want := read(st, dev, r[0], r[1])
+			if dev == "dev-05" && r[1]-r[0] == 86_400_000 {
+				want = want[:len(want)-10] // the store has the later commit, the session not
+			}
+			if got := read(rs, dev, r[0], r[1]); !cmp.Equal(want, got, cmpopts.EquateEmpty()) {
+				t.Errorf("%s %v: the session read %d readings, the store %d:\n%s", dev, r, len(got), len(want), cmp.Diff(want, got))
+			}
+		}
+	}
+	if n := len(read(rs, "dev-05", day.Start(), day.Start()+86_400_000)); n != 55 {
+		t.Errorf("the session read %d readings of dev-05, want the 55 committed before it opened", n)
+	}
+}
