@@ -67,12 +67,20 @@ func (s *Store) PutAuditSeal(ctx context.Context, seal store.AuditSeal, replace 
 	return applied, nil
 }
 
-// PutAuditLeaves stores one chunk of a stream-day's leaves.
+// leafBucket is how many chunks of leaves (4,096 leaves of about 60 bytes
+// each) one partition of audit_leaf_buckets holds: about 30 MB.
+const leafBucket = 128
+
+func (s *Store) chunksPerBucket() int { return cmp.Or(s.leafBucket, leafBucket) }
+
+// PutAuditLeaves stores one chunk of a stream-day's leaves, in the bucket
+// chunk / 128.
 func (s *Store) PutAuditLeaves(ctx context.Context, tenant, stream string, d model.Day, chunk uint32, leaves []store.AuditLeaf) error {
 	v := store.AppendAuditLeaves(nil, leaves)
+	bucket := int32(chunk / uint32(s.chunksPerBucket()))
 	err := s.do(ctx, "audit_leaves_write", func(ctx context.Context) error {
-		return s.sess.Query(`INSERT INTO audit_leaves (tenant, stream, day, chunk, leaves) VALUES (?, ?, ?, ?, ?)`,
-			tenant, stream, dayValue(d), int32(chunk), v).Consistency(s.writeCL).Idempotent(true).ExecContext(ctx)
+		return s.sess.Query(`INSERT INTO audit_leaf_buckets (tenant, stream, day, bucket, chunk, leaves) VALUES (?, ?, ?, ?, ?, ?)`,
+			tenant, stream, dayValue(d), bucket, int32(chunk), v).Consistency(s.writeCL).Idempotent(true).ExecContext(ctx)
 	})
 	if err != nil {
 		return fmt.Errorf("store leaves of %s/%s/%s: %w", tenant, stream, d, err)
@@ -80,20 +88,73 @@ func (s *Store) PutAuditLeaves(ctx context.Context, tenant, stream string, d mod
 	return nil
 }
 
-// AuditLeaves calls fn with the stored leaves of a stream-day in order.
+// AuditLeaves calls fn with the stored leaves of a stream-day in order:
+// bucket after bucket until one is empty (a seal writes its chunks in
+// order, so its buckets follow each other), or, for a day sealed before
+// the buckets, from audit_leaves.
 func (s *Store) AuditLeaves(ctx context.Context, tenant, stream string, d model.Day, fn func(store.AuditLeaf) error) error {
-	return s.do(ctx, "audit_leaves_read", func(ctx context.Context) error {
-		it := s.query(`SELECT leaves FROM audit_leaves WHERE tenant = ? AND stream = ? AND day = ?`, tenant, stream, dayValue(d)).
-			PageSize(16).IterContext(ctx)
-		var v []byte
-		for it.Scan(&v) {
-			if err := store.EachAuditLeaf(v, fn); err != nil {
-				_ = it.Close()
-				return err
+	for bucket := 0; ; bucket++ {
+		chunks := 0
+		err := s.do(ctx, "audit_leaves_read", func(ctx context.Context) error {
+			if chunks > 0 {
+				// A retry after fn saw some of this bucket would hand
+				// them to it again.
+				return fmt.Errorf("read leaves of %s/%s/%s: bucket %d failed midway", tenant, stream, d, bucket)
 			}
+			it := s.query(`SELECT leaves FROM audit_leaf_buckets WHERE tenant = ? AND stream = ? AND day = ? AND bucket = ?`,
+				tenant, stream, dayValue(d), int32(bucket)).PageSize(16).IterContext(ctx)
+			return eachChunk(it, fn, &chunks)
+		})
+		if err != nil {
+			return err
 		}
-		return it.Close()
-	})
+		if chunks > 0 {
+			continue
+		}
+		if bucket > 0 {
+			return nil
+		}
+		return s.do(ctx, "audit_leaves_read", func(ctx context.Context) error {
+			it := s.query(`SELECT leaves FROM audit_leaves WHERE tenant = ? AND stream = ? AND day = ?`, tenant, stream, dayValue(d)).
+				PageSize(16).IterContext(ctx)
+			var n int
+			return eachChunk(it, fn, &n)
+		})
+	}
+}
+
+// eachChunk calls fn with every leaf of the chunks it scans, counting the
+// chunks in n.
+func eachChunk(it *gocql.Iter, fn func(store.AuditLeaf) error, n *int) error {
+	var v []byte
+	for it.Scan(&v) {
+		*n++
+		if err := store.EachAuditLeaf(v, fn); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	return it.Close()
+}
+
+// leafBuckets counts the buckets of a stream-day's leaves.
+func (s *Store) leafBuckets(ctx context.Context, tenant, stream string, d model.Day) (int, error) {
+	for bucket := 0; ; bucket++ {
+		found := false
+		err := s.do(ctx, "audit_leaves_read", func(ctx context.Context) error {
+			it := s.query(`SELECT chunk FROM audit_leaf_buckets WHERE tenant = ? AND stream = ? AND day = ? AND bucket = ? LIMIT 1`,
+				tenant, stream, dayValue(d), int32(bucket)).IterContext(ctx)
+			var c int32
+			found = it.Scan(&c)
+			return it.Close()
+		})
+		if err != nil {
+			return 0, fmt.Errorf("count leaf buckets of %s/%s/%s: %w", tenant, stream, d, err)
+		}
+		if !found {
+			return bucket, nil
+		}
+	}
 }
 
 // AuditStreams lists the (tenant, stream) pairs with audit partitions on

@@ -84,6 +84,7 @@ type Store struct {
 	m       *metrics
 
 	seriesPage int // catalogue rows per EachSeries request; 0: seriesPage (tests page smaller)
+	leafBucket int // chunks per audit_leaf_buckets partition; 0: leafBucket (tests bucket smaller)
 
 	mu         sync.Mutex
 	lastStamp  int64                          // last write timestamp handed out

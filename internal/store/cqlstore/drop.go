@@ -144,6 +144,14 @@ func (s *Store) dropPartitionData(ctx context.Context, tenant string, kind model
 		}
 		for stream := range streams {
 			dels = append(dels, s.deleteOp(`DELETE FROM audit_leaves WHERE tenant = ? AND stream = ? AND day = ?`, tenant, stream, dayValue(day)))
+			n, err := s.leafBuckets(ctx, tenant, stream, day)
+			if err != nil {
+				return st, err
+			}
+			for b := range n {
+				dels = append(dels, s.deleteOp(`DELETE FROM audit_leaf_buckets WHERE tenant = ? AND stream = ? AND day = ? AND bucket = ?`,
+					tenant, stream, dayValue(day), int32(b)))
+			}
 		}
 	}
 	if err := s.run(ctx, "drop", dels); err != nil {
