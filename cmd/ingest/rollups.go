@@ -124,8 +124,11 @@ func (r *rollups) close() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
-	_ = r.feed.Close(ctx)
-	if err := r.marks.Close(); err != nil {
+	if err := r.feed.Close(ctx); err != nil {
+		// A mark write is stuck on the disk: leave the database to the
+		// process's exit.
+		r.logger.Error("rollup marks left open", "err", err)
+	} else if err := r.marks.Close(); err != nil {
 		r.logger.Error("close rollup marks", "err", err)
 	}
 	if err := r.ob.Close(); err != nil {

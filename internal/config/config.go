@@ -282,11 +282,13 @@ func LoadSources(src Sources) (Config, Loaded, error) {
 		}
 	}
 	var c Config
-	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
-		dc.ErrorUnused = true
-		dc.WeaklyTypedInput = true
-		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(tokensHook, listHook, mapstructure.TextUnmarshallerHookFunc(), mapstructure.StringToTimeDurationHookFunc())
+	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		Result: &c, ErrorUnused: true, WeaklyTypedInput: true,
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(tokensHook, listHook, mapstructure.TextUnmarshallerHookFunc(), mapstructure.StringToTimeDurationHookFunc()),
 	})
+	if err == nil {
+		err = dec.Decode(withoutRetired(v.AllSettings()))
+	}
 	if err != nil {
 		return Config{}, l, fmt.Errorf("config: %w", err)
 	}
@@ -369,6 +371,27 @@ func flatten(prefix string, m map[string]any) map[string]any {
 		out[key] = val
 	}
 	return out
+}
+
+// withoutRetired deletes the retired settings from nested settings, which
+// the decoder would refuse as unused.
+func withoutRetired(settings map[string]any) map[string]any {
+	for k := range retired {
+		m := settings
+		parts := strings.Split(k, ".")
+		for _, p := range parts[:len(parts)-1] {
+			next, ok := m[p].(map[string]any)
+			if !ok {
+				m = nil
+				break
+			}
+			m = next
+		}
+		if m != nil {
+			delete(m, parts[len(parts)-1])
+		}
+	}
+	return settings
 }
 
 // checkUnknown rejects keys in the file that no setting has.

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -261,5 +262,40 @@ func TestTLSSettings(t *testing.T) {
 		if _, _, err := Load("", tt.env); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: error %v, want one containing %q", tt.env, err, tt.want)
 		}
+	}
+}
+
+// Settings of earlier versions that no longer have an effect are accepted
+// from the file and the environment, ignored, and reported as retired, so
+// that an upgrade with an old configuration still starts; a misspelt
+// setting is still refused.
+func TestRetiredSettings(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ingest.yaml")
+	yaml := "rollups:\n  allowed_lateness: 2m\n  keep_closed: 10m\n  max_windows: 1000\n  roll_delay: 5s\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, l, err := LoadSources(Sources{File: file, Env: []string{"SLUICE_ROLLUPS_QUEUE_BATCHES=64"}})
+	if err != nil {
+		t.Fatalf("a file with retired settings: %v", err)
+	}
+	if c.Rollups.RollDelay != 5*time.Second {
+		t.Errorf("rollups.roll_delay = %s, want the file's 5s", c.Rollups.RollDelay)
+	}
+	want := []string{"rollups.allowed_lateness (file)", "rollups.keep_closed (file)", "rollups.max_windows (file)", "rollups.queue_batches (env SLUICE_ROLLUPS_QUEUE_BATCHES)"}
+	var got []string
+	for _, r := range l.Retired {
+		name, _, _ := strings.Cut(r, ": ")
+		got = append(got, name)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("retired settings reported: %q, want %q", got, want)
+	}
+	if err := os.WriteFile(file, []byte("rollups:\n  allowed_latenes: 2m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadSources(Sources{File: file}); err == nil || !strings.Contains(err.Error(), "rollups.allowed_latenes: unknown setting") {
+		t.Errorf("a misspelt setting: %v, want it refused", err)
 	}
 }

@@ -114,9 +114,37 @@ func (s *Store) Add(gen uint64, ms []Minute) error {
 	return nil
 }
 
+// versionKey holds the highest version a recompute used; it sorts after
+// every mark (a generation of 2^64-1 is never reached).
+var versionKey = []byte("\xff\xff\xff\xff\xff\xff\xff\xffversion")
+
+// Version returns what SetVersion stored last, 0 if nothing.
+func (s *Store) Version() (uint64, error) {
+	v, closer, err := s.db.Get(versionKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the rollup version: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: version of %d bytes", ErrCorrupt, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// SetVersion stores v, synced.
+func (s *Store) SetVersion(v uint64) error {
+	if err := s.db.Set(versionKey, binary.BigEndian.AppendUint64(nil, v), pebble.Sync); err != nil {
+		return fmt.Errorf("store the rollup version: %w", err)
+	}
+	return nil
+}
+
 // Each calls fn with every mark, by generation. An error from fn stops it.
 func (s *Store) Each(fn func(gen uint64, m Minute) error) (err error) {
-	it, err := s.db.NewIter(nil)
+	it, err := s.db.NewIter(&pebble.IterOptions{UpperBound: versionKey[:8]})
 	if err != nil {
 		return fmt.Errorf("read rollup marks: %w", err)
 	}

@@ -46,6 +46,9 @@ func TestAddEachForget(t *testing.T) {
 	if err := s.Add(3, nil); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.SetVersion(1 << 62); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +60,9 @@ func TestAddEachForget(t *testing.T) {
 	want := []mark{{1, odd}, {1, Minute{"acme", "fan-3", 0}}, {2, Minute{"acme", "pump-1", -60_000}}, {2, Minute{"acme", "pump-1", 60_000}}}
 	if diff := cmp.Diff(want, all(t, s)); diff != "" {
 		t.Errorf("marks after reopen (-want +got):\n%s", diff)
+	}
+	if v, err := s.Version(); err != nil || v != 1<<62 {
+		t.Errorf("Version after reopen = %d, %v; want %d", v, err, uint64(1<<62))
 	}
 	if err := s.Forget(2); err != nil {
 		t.Fatal(err)

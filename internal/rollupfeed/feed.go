@@ -59,7 +59,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -165,6 +164,10 @@ type Marks interface {
 	Add(gen uint64, ms []rollmarks.Minute) error
 	Each(fn func(gen uint64, m rollmarks.Minute) error) error
 	Forget(below uint64) error
+	// Version and SetVersion keep the highest version a recompute used,
+	// so that a restart never reuses a lower one (a clock set back).
+	Version() (uint64, error)
+	SetVersion(v uint64) error
 }
 
 // Feed is the running rollup pipeline. Create it with New, install it on
@@ -183,6 +186,8 @@ type Feed struct {
 	rollNow  chan struct{} // more pending than MaxPending
 	stopRoll chan struct{}
 	rollDone chan struct{}
+	rollCtx  context.Context // the recomputes' reads; cancelled when Close gives up
+	stopRead context.CancelFunc
 	shipCtx  context.Context
 	stopShp  context.CancelFunc
 	shpDone  chan struct{}
@@ -193,6 +198,7 @@ type Feed struct {
 	localFailing bool
 	lastVersion  uint64    // roller goroutine
 	rollLogged   time.Time // last log of a failed recompute (roller goroutine)
+	progress     int       // devices the last roll recomputed (roller goroutine)
 
 	mu       sync.Mutex // guards the fields below
 	room     *sync.Cond // signalled when pending minutes fall
@@ -203,7 +209,16 @@ type Feed struct {
 	pending  pendingSet
 	lost     map[outbox.DirtyDay]struct{}
 	closed   bool
+	adding   sync.WaitGroup // marks.Add calls in progress
 }
+
+// ErrClosed is returned by BeforeCommit once Close began: the commit is
+// refused rather than left out of the rollups.
+var ErrClosed = errors.New("rollups stopped: commit refused")
+
+// ErrMarksBusy is returned by Close when a mark write was still in progress
+// as its context ended: the marks database must not be closed under it.
+var ErrMarksBusy = errors.New("rollup marks still being written")
 
 // marked is what BeforeCommit recorded of a batch in flight.
 type marked struct {
@@ -259,9 +274,10 @@ func New(cfg Config, raw reader.Store, marks Marks, ob Outbox, dst Inserter, now
 		o(f)
 	}
 	var left int
+	start := now()
 	err := marks.Each(func(gen uint64, m rollmarks.Minute) error {
-		// Due at once: these minutes were written before this start.
-		f.pending.add(m, gen, time.Time{})
+		// These minutes were written before this start: due at once.
+		f.pending.add(m, gen, start.Add(-cfg.RollDelay))
 		f.gen = max(f.gen, gen+1)
 		left++
 		return nil
@@ -269,12 +285,15 @@ func New(cfg Config, raw reader.Store, marks Marks, ob Outbox, dst Inserter, now
 	if err != nil {
 		return nil, fmt.Errorf("take up rollup marks: %w", err)
 	}
-	f.forgot = 0
+	if f.lastVersion, err = marks.Version(); err != nil {
+		return nil, fmt.Errorf("take up rollup marks: %w", err)
+	}
 	if left > 0 {
 		logger.Info("rollups of minutes written before the restart are recomputed from the raw store", "minutes", left)
 	}
 	f.m = newMetrics(reg, ob, f)
 	f.shipCtx, f.stopShp = context.WithCancel(context.Background())
+	f.rollCtx, f.stopRead = context.WithCancel(context.Background())
 	go f.roller()
 	go f.ship()
 	if d := ob.Depth(); d.Records > 0 {
@@ -310,30 +329,33 @@ func minutesOf(b *store.Batch) []rollmarks.Minute {
 // BeforeCommit marks, synced, the minutes b writes readings to, before b
 // reaches the raw store (sink.CommitHook): a crash after the commit leaves
 // the marks for the next start. Past twice MaxPending it first waits for
-// the roller (counted in sluice_rollup_queue_wait_seconds_total).
+// the roller (counted in sluice_rollup_queue_wait_seconds_total). Once
+// Close began it refuses the commit (ErrClosed).
 func (f *Feed) BeforeCommit(b *store.Batch) error {
 	ms := minutesOf(b)
 	if len(ms) == 0 {
 		return nil
 	}
 	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		f.dropClosed(ms)
-		return nil
-	}
-	if f.pending.minutes > 2*f.cfg.MaxPending {
+	if f.pending.minutes > 2*f.cfg.MaxPending && !f.closed {
 		start := time.Now()
 		for f.pending.minutes > 2*f.cfg.MaxPending && !f.closed {
 			f.room.Wait()
 		}
 		f.m.queueWait.Add(time.Since(start).Seconds())
 	}
+	if f.closed {
+		f.mu.Unlock()
+		return ErrClosed
+	}
 	g := f.gen
 	f.inflight[g]++
 	f.batches[b] = marked{gen: g, minutes: ms}
+	f.adding.Add(1)
 	f.mu.Unlock()
-	if err := f.marks.Add(g, ms); err != nil {
+	err := f.marks.Add(g, ms)
+	f.adding.Done()
+	if err != nil {
 		f.mu.Lock()
 		f.finishGen(g)
 		delete(f.batches, b)
@@ -375,21 +397,6 @@ func (f *Feed) finishGen(g uint64) {
 	if f.inflight[g]--; f.inflight[g] <= 0 {
 		delete(f.inflight, g)
 	}
-}
-
-// dropClosed leaves out of the rollups minutes committed after Close
-// began (the sink is closed first, so this is a bug's trace). Their days
-// are marked dirty in memory, which the roller writes to the outbox if it
-// has not stopped yet; they are logged either way.
-func (f *Feed) dropClosed(ms []rollmarks.Minute) {
-	days := map[outbox.DirtyDay]struct{}{}
-	for _, m := range ms {
-		days[outbox.DirtyDay{Tenant: m.Tenant, Day: model.DayOf(m.Minute)}] = struct{}{}
-	}
-	f.m.dropped.WithLabelValues("closed").Add(float64(len(ms)))
-	f.markLost(days)
-	list := slices.SortedFunc(maps.Keys(days), compareDirty)
-	f.logger.Error("minutes committed after the rollups stopped are not in them: rebuild these days", "minutes", len(ms), "days", DirtyList(list))
 }
 
 func (f *Feed) markLost(days map[outbox.DirtyDay]struct{}) {
@@ -593,12 +600,13 @@ func (f *Feed) deliver(ctx context.Context, recs []outbox.Record) error {
 	return f.ob.Ack(recs)
 }
 
-// Close stops the roller after one last roll of every pending minute (so
-// that nothing committed waits for the next start, unless ctx ends first:
-// then its marks do), and tries to ship the outbox until ctx ends. Rows
-// still in the outbox then are shipped by the next start. The sink must be
-// closed first.
-func (f *Feed) Close(ctx context.Context) error {
+// Close refuses further commits, waits for the marks being written, stops
+// the roller after one last roll of every pending minute (so that nothing
+// committed waits for the next start, unless ctx ends first: then its marks
+// do), and tries to ship the outbox until ctx ends. Rows still in the
+// outbox then are shipped by the next start. The sink should be closed
+// first; a commit it still makes is refused (ErrClosed).
+func (f *Feed) Close(ctx context.Context) (busy error) {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
@@ -607,6 +615,22 @@ func (f *Feed) Close(ctx context.Context) error {
 	f.closed = true
 	f.room.Broadcast()
 	f.mu.Unlock()
+	// The recomputes' reads stop when ctx does.
+	stop := context.AfterFunc(ctx, f.stopRead)
+	defer stop()
+	added := make(chan struct{})
+	go func() {
+		f.adding.Wait()
+		close(added)
+	}()
+	select {
+	case <-added:
+	case <-ctx.Done():
+		// A mark write stuck on the disk: the caller must leave the marks
+		// database open (ErrMarksBusy).
+		busy = ErrMarksBusy
+		f.logger.Error("rollup marks still being written at shutdown", "err", ctx.Err())
+	}
 	close(f.stopRoll)
 	<-f.rollDone
 	f.finalRoll(ctx)
@@ -621,8 +645,9 @@ func (f *Feed) Close(ctx context.Context) error {
 	}
 	f.stopShp()
 	<-f.shpDone
+	f.stopRead()
 	if d := f.ob.Depth(); d.Records > 0 {
 		f.logger.Warn("rollup outbox not empty at shutdown; it is shipped after the next start", "rows", d.Rows)
 	}
-	return nil
+	return busy
 }

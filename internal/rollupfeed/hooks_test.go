@@ -2,8 +2,12 @@ package rollupfeed
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/outbox"
 	"github.com/sluicehq/sluice/internal/reader"
+	"github.com/sluicehq/sluice/internal/rollmarks"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/rollupstore"
 	"github.com/sluicehq/sluice/internal/sink"
@@ -118,32 +123,86 @@ func TestCommitWaitsWhenPendingFull(t *testing.T) {
 }
 
 // A commit after Close began (a sink still draining when the rollups stop)
-// is left out of the rollups and counted, without touching the marks or the
-// outbox, which may be closed by then.
+// is refused, so that nothing is stored that the rollups would leave out,
+// and the marks, which may be closed by then, are not touched.
 func TestCommitAfterClose(t *testing.T) {
 	emb, ob := openLocal(t)
+	defer ob.Close()
 	raw, err := pebblestore.Open(filepath.Join(t.TempDir(), "raw"), pebblestore.Options{NoSync: true}, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	feed := newFeed(t, testConfig(), raw, filepath.Join(t.TempDir(), "marks"), ob, emb, prometheus.NewRegistry(), WithLocalBackend())
+	marks, err := rollmarks.Open(filepath.Join(t.TempDir(), "marks"), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed, err := New(testConfig(), raw, marks, ob, emb, time.Now, testLogger(), prometheus.NewRegistry(), WithLocalBackend())
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := feed.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := ob.Close(); err != nil {
+	if err := marks.Close(); err != nil {
 		t.Fatal(err)
 	}
 	b := minuteBatch("d", 0)
-	b.Partitions[0].Readings = append(b.Partitions[0].Readings, model.ReadingRow{TS: b.Partitions[0].Readings[0].TS + rollup.MinuteMillis, Metric: "m", Value: 2})
-	if err := feed.BeforeCommit(b); err != nil {
+	if err := feed.BeforeCommit(b); !errors.Is(err, ErrClosed) {
+		t.Fatalf("BeforeCommit after Close: %v, want ErrClosed", err)
+	}
+	feed.AfterCommit(b, ErrClosed) // as the sink would not: harmless
+	if got := pendingMinutes(feed); got != 0 {
+		t.Errorf("%d minutes pending after a refused commit", got)
+	}
+}
+
+// blockingMarks is a marks database whose Add waits for release.
+type blockingMarks struct {
+	Marks
+	entered, release chan struct{}
+}
+
+func (b *blockingMarks) Add(gen uint64, ms []rollmarks.Minute) error {
+	b.entered <- struct{}{}
+	<-b.release
+	return b.Marks.Add(gen, ms)
+}
+
+// Close waits for a mark write in progress, so that the caller does not
+// close the marks database under it; if its context ends first it says
+// so (ErrMarksBusy).
+func TestCloseWaitsForMarkWrites(t *testing.T) {
+	emb, ob := openLocal(t)
+	defer ob.Close()
+	raw, err := pebblestore.Open(filepath.Join(t.TempDir(), "raw"), pebblestore.Options{NoSync: true}, quiet)
+	if err != nil {
 		t.Fatal(err)
 	}
-	feed.AfterCommit(b, nil)
-	if got := testutil.ToFloat64(feed.m.dropped.WithLabelValues("closed")); got != 2 {
-		t.Errorf("dropped{reason=closed} = %v, want 2 minutes", got)
+	defer raw.Close()
+	marks, err := rollmarks.Open(filepath.Join(t.TempDir(), "marks"), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer marks.Close()
+	bm := &blockingMarks{Marks: marks, entered: make(chan struct{}), release: make(chan struct{})}
+	feed, err := New(testConfig(), raw, bm, ob, emb, time.Now, testLogger(), prometheus.NewRegistry(), WithLocalBackend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- feed.BeforeCommit(minuteBatch("d", 0)) }()
+	<-bm.entered
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := feed.Close(short); !errors.Is(err, ErrMarksBusy) {
+		t.Errorf("Close with a mark write stuck: %v, want ErrMarksBusy", err)
+	}
+	close(bm.release)
+	if err := <-done; err != nil {
+		t.Errorf("the mark write that was in progress: %v", err)
 	}
 }
 
@@ -262,7 +321,14 @@ func TestSameReadingsThroughTwoGateways(t *testing.T) {
 	eventually(t, "both gateways idle", func() bool {
 		return pendingMinutes(gws[0].feed) == 0 && pendingMinutes(gws[1].feed) == 0
 	})
-	b.write(t, "acme", []string{"pump-1"}, base, 30, 45)   // retried after its minute was recomputed
+	b.write(t, "acme", []string{"pump-1"}, base, 30, 45) // retried after its minute was recomputed
+	// A genuinely late reading for that minute, through the other gateway:
+	// its recompute must win over the first.
+	late := &sink.Request{Tenant: "acme", Readings: []model.Reading{{DeviceID: "pump-1", TS: base.Add(30500 * time.Millisecond).UnixMilli(),
+		Metrics: []model.Metric{{Name: "power", Value: 100}, {Name: "temp", Value: 100}}}}}
+	if err := b.sink.Write(context.Background(), late); err != nil {
+		t.Fatal(err)
+	}
 	a.write(t, "acme", []string{"pump-1"}, base, 200, 205) // a late minute, after the others
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -278,9 +344,151 @@ func TestSameReadingsThroughTwoGateways(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// pump-1: 0..120 and 200..205; pump-2: 0..180; fan-3: 60..180.
-	wantRaw := int64((120 + 5 + 180 + 120) * 2)
+	// pump-1: 0..120, 30.5 and 200..205; pump-2: 0..180; fan-3: 60..180.
+	wantRaw := int64((120 + 1 + 5 + 180 + 120) * 2)
 	if len(res.Mismatches) != 0 || res.RawRows != wantRaw || res.RollupRows != res.RawRows {
 		t.Errorf("verify: %+v, want %d raw rows counted once each in the rollups", res, wantRaw)
+	}
+}
+
+// markedMinutes lists the minutes the marks database holds.
+func markedMinutes(t *testing.T, m Marks) []int64 {
+	t.Helper()
+	var out []int64
+	if err := m.Each(func(_ uint64, mk rollmarks.Minute) error {
+		out = append(out, mk.Minute)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Marks are forgotten only once their minutes are recomputed: not while a
+// commit that wrote them is in flight, nor while its minutes wait for their
+// due time, however many rolls pass meanwhile; each protects its own
+// generation (the commit in flight comes first, or the waiting minute).
+func TestMarksOutliveTheirMinutes(t *testing.T) {
+	for _, inFlightFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("in_flight_first=%t", inFlightFirst), func(t *testing.T) {
+			emb, ob := openLocal(t)
+			defer ob.Close()
+			raw, err := pebblestore.Open(filepath.Join(t.TempDir(), "raw"), pebblestore.Options{NoSync: true}, quiet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			marks, err := rollmarks.Open(filepath.Join(t.TempDir(), "marks"), quiet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer marks.Close()
+			clock := base.Add(48 * time.Hour)
+			var mu sync.Mutex
+			now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+			advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+			cfg := testConfig()
+			cfg.RollDelay, cfg.FlushInterval = time.Minute, time.Hour // rolls only when the test calls them
+			feed, err := New(cfg, raw, marks, ob, emb, now, testLogger(), prometheus.NewRegistry(), WithLocalBackend())
+			if err != nil {
+				t.Fatal(err)
+			}
+			inFlight, waiting := minuteBatch("a", 1), minuteBatch("b", 2)
+			first, second := waiting, inFlight
+			if inFlightFirst {
+				first, second = inFlight, waiting
+			}
+			// The two commits' marks land in different generations.
+			if err := feed.BeforeCommit(first); err != nil {
+				t.Fatal(err)
+			}
+			feed.roll(t.Context(), false)
+			if err := feed.BeforeCommit(second); err != nil {
+				t.Fatal(err)
+			}
+			feed.AfterCommit(waiting, nil)
+			for range 5 {
+				feed.roll(t.Context(), false)
+			}
+			want := []int64{inFlight.Partitions[0].Readings[0].TS, waiting.Partitions[0].Readings[0].TS}
+			if got := markedMinutes(t, marks); !slices.Equal(got, want) {
+				t.Errorf("marks after rolls with one commit in flight and one minute not due: %v, want %v", got, want)
+			}
+			feed.AfterCommit(inFlight, nil)
+			advance(2 * time.Minute)
+			feed.roll(t.Context(), false)
+			feed.roll(t.Context(), false)
+			if got := markedMinutes(t, marks); len(got) != 0 {
+				t.Errorf("marks after both minutes were recomputed: %v, want none", got)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := feed.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// failingRaw fails every read of the devices in fail while it is set.
+type failingRaw struct {
+	reader.Store
+	mu   sync.Mutex
+	fail bool
+}
+
+func (f *failingRaw) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.PartitionInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail {
+		return nil, errors.New("store unavailable")
+	}
+	return f.Store.Catalogue(ctx, sd)
+}
+
+// A recompute that fails is retried, its lag shows meanwhile, its marks
+// stay, and once the store reads again the minute is stored and its marks
+// go.
+func TestFailedRecomputeRetried(t *testing.T) {
+	emb, ob := openLocal(t)
+	defer ob.Close()
+	dir := t.TempDir()
+	raw, err := pebblestore.Open(filepath.Join(dir, "raw"), pebblestore.Options{NoSync: true}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	fr := &failingRaw{Store: raw, fail: true}
+	reg := prometheus.NewRegistry()
+	feed := newFeed(t, testConfig(), fr, filepath.Join(dir, "marks"), ob, emb, reg, WithLocalBackend())
+	sk := sink.New(sink.DefaultConfig(), buckets.DefaultConfig(), raw, quiet, prometheus.NewRegistry(), sink.WithCommitHook(feed))
+	r := &rig{raw: raw, sink: sk}
+	r.write(t, "acme", []string{"a"}, base, 0, 30)
+	eventually(t, "failed recomputes", func() bool { return testutil.ToFloat64(feed.m.rollErrors) >= 2 })
+	if feed.lag() <= 0 {
+		t.Errorf("lag %v while the recompute fails, want it counted", feed.lag())
+	}
+	fr.mu.Lock()
+	fr.fail = false
+	fr.mu.Unlock()
+	eventually(t, "the minute recomputed", func() bool { return pendingMinutes(feed) == 0 && testutil.ToFloat64(feed.m.rolled) > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := sk.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := feed.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Verify(ctx, raw, emb, "acme", model.DayOf(base.UnixMilli()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Mismatches) != 0 || res.RawRows != 60 || res.RollupRows != 60 {
+		t.Errorf("verify after the store recovered: %+v", res)
+	}
+	if got := testutil.ToFloat64(feed.m.dropped.WithLabelValues("recompute_failed")); got != 0 {
+		t.Errorf("dropped{recompute_failed} = %v, want 0", got)
 	}
 }

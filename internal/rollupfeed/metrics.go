@@ -7,10 +7,10 @@ import (
 )
 
 // dropReasons are the values of sluice_rollup_dropped_rows_total's reason:
-// minutes committed after the feed began to close (closed; counted in
-// minutes), the outbox was full or failed, or an outbox record could not be
-// decoded.
-var dropReasons = []string{"closed", "outbox_full", "outbox_error", "corrupt"}
+// the outbox was full or failed, an outbox record could not be decoded, or
+// a device's minutes could not be recomputed after maxFailures tries
+// (recompute_failed; counted in minutes).
+var dropReasons = []string{"outbox_full", "outbox_error", "corrupt", "recompute_failed"}
 
 type metrics struct {
 	emitted     prometheus.Counter
@@ -86,9 +86,9 @@ func newMetrics(reg prometheus.Registerer, ob Outbox, f *Feed) *metrics {
 func (f *Feed) lag() time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	h := f.pending.head
-	if h == nil || h.since.IsZero() {
+	t := f.pending.oldestSince()
+	if t.IsZero() {
 		return 0
 	}
-	return max(0, f.now().Sub(h.since))
+	return max(0, f.now().Sub(t))
 }

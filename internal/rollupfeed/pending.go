@@ -1,6 +1,7 @@
 package rollupfeed
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -8,12 +9,21 @@ import (
 	"github.com/sluicehq/sluice/internal/rollmarks"
 )
 
+// pendingMinute is one marked minute and when its commit became durable.
+type pendingMinute struct {
+	minute int64
+	at     time.Time
+}
+
 // pendingDevice is one device's minutes waiting for their recompute.
 type pendingDevice struct {
 	tenant, device string
-	minutes        []int64   // marked minutes, possibly repeated
-	gen            uint64    // the lowest generation of their marks
-	since          time.Time // when the first of them became pending
+	minutes        []pendingMinute // possibly repeated
+	compacted      int             // len(minutes) after the last de-duplication
+	gen            uint64          // the lowest generation of their marks
+	since          time.Time       // when the oldest of them became pending
+	retryAt        time.Time       // after a failed recompute: not before then
+	failures       int             // failed recomputes in a row
 	prev, next     *pendingDevice
 }
 
@@ -21,7 +31,8 @@ type deviceKey struct{ tenant, device string }
 
 // pendingSet holds the device-minutes whose commits are durable and whose
 // rollups are not recomputed yet, with the devices in the order their
-// first pending minute arrived (so the oldest are taken first).
+// oldest pending minute arrived (so the oldest are taken first; a device
+// whose recompute failed goes back to the front).
 type pendingSet struct {
 	byDevice   map[deviceKey]*pendingDevice
 	head, tail *pendingDevice
@@ -33,59 +44,61 @@ func newPendingSet() pendingSet {
 	return pendingSet{byDevice: make(map[deviceKey]*pendingDevice), gens: make(map[uint64]int)}
 }
 
-// add records minute m of generation gen, durable at since.
-func (p *pendingSet) add(m rollmarks.Minute, gen uint64, since time.Time) {
+// add records minute m of generation gen, durable at at.
+func (p *pendingSet) add(m rollmarks.Minute, gen uint64, at time.Time) {
 	d := p.byDevice[deviceKey{m.Tenant, m.Device}]
 	if d == nil {
 		// Cloned: the batch's strings may share a request body's memory.
-		d = &pendingDevice{tenant: strings.Clone(m.Tenant), device: strings.Clone(m.Device), gen: gen, since: since}
-		p.byDevice[deviceKey{d.tenant, d.device}] = d
-		p.gens[gen]++
-		d.prev = p.tail
-		if p.tail != nil {
-			p.tail.next = d
-		} else {
-			p.head = d
-		}
-		p.tail = d
+		d = &pendingDevice{tenant: strings.Clone(m.Tenant), device: strings.Clone(m.Device), gen: gen, since: at}
+		p.insert(d, false)
 	} else if gen < d.gen {
-		p.regen(d, gen)
+		p.uncount(d.gen)
+		d.gen = gen
+		p.gens[gen]++
 	}
-	if n := len(d.minutes); n > 0 && d.minutes[n-1] == m.Minute {
+	if n := len(d.minutes); n > 0 && d.minutes[n-1].minute == m.Minute {
+		d.minutes[n-1].at = at
 		return
 	}
-	d.minutes = append(d.minutes, m.Minute)
+	d.minutes = append(d.minutes, pendingMinute{m.Minute, at})
 	p.minutes++
+	if len(d.minutes) >= max(16, 2*d.compacted) {
+		// Batches that each cover a few of the same minutes would count
+		// them again and again.
+		before := len(d.minutes)
+		d.compact()
+		p.minutes -= before - len(d.minutes)
+	}
 }
 
-// regen moves d to a lower generation.
-func (p *pendingSet) regen(d *pendingDevice, gen uint64) {
-	p.uncount(d.gen)
-	d.gen = gen
-	p.gens[gen]++
+// insert links d in (at the front if first) and counts it.
+func (p *pendingSet) insert(d *pendingDevice, first bool) {
+	p.byDevice[deviceKey{d.tenant, d.device}] = d
+	p.gens[d.gen]++
+	p.minutes += len(d.minutes)
+	if first {
+		d.prev, d.next = nil, p.head
+		if p.head != nil {
+			p.head.prev = d
+		} else {
+			p.tail = d
+		}
+		p.head = d
+		return
+	}
+	d.prev, d.next = p.tail, nil
+	if p.tail != nil {
+		p.tail.next = d
+	} else {
+		p.head = d
+	}
+	p.tail = d
 }
 
 func (p *pendingSet) uncount(gen uint64) {
 	if p.gens[gen]--; p.gens[gen] <= 0 {
 		delete(p.gens, gen)
 	}
-}
-
-// take removes and returns the devices that are due: every one that became
-// pending at or before due, then the oldest others while more than max
-// minutes are pending, at most limit minutes in all (at least one device).
-func (p *pendingSet) take(due time.Time, max, limit int) []*pendingDevice {
-	var out []*pendingDevice
-	taken := 0
-	for d := p.head; d != nil && taken < limit; d = p.head {
-		if d.since.After(due) && p.minutes <= max {
-			break
-		}
-		p.remove(d)
-		taken += len(d.minutes)
-		out = append(out, d)
-	}
-	return out
 }
 
 func (p *pendingSet) remove(d *pendingDevice) {
@@ -105,25 +118,72 @@ func (p *pendingSet) remove(d *pendingDevice) {
 	p.uncount(d.gen)
 }
 
-// put returns a device whose roll failed: it is due again at once, first
-// in line, merged with any minutes of it that arrived since.
-func (p *pendingSet) put(d *pendingDevice) {
+// take removes and returns the devices that are due at now: those whose
+// oldest minute became pending at or before due, then the oldest others
+// while more than max minutes are pending (all with force), at most limit
+// minutes in all (at least one device). A due device's minutes that became
+// pending after due stay pending, so that a minute is recomputed no sooner
+// than due after its commit unless memory or shutdown forces it. A device
+// waiting after a failure is skipped until its retry time.
+func (p *pendingSet) take(now, due time.Time, max, limit int, force bool) []*pendingDevice {
+	var out []*pendingDevice
+	taken := 0
+	for d := p.head; d != nil && taken < limit; {
+		next := d.next
+		if now.Before(d.retryAt) {
+			d = next
+			continue
+		}
+		early := d.since.After(due)
+		if early && p.minutes <= max && !force {
+			break
+		}
+		p.remove(d)
+		if !early && !force {
+			if rest := d.split(due); rest != nil {
+				p.insert(rest, false)
+			}
+		}
+		taken += len(d.minutes)
+		out = append(out, d)
+		d = next
+	}
+	return out
+}
+
+// split keeps in d the minutes that became pending at or before due and
+// returns the others as a device of their own (nil if none).
+func (d *pendingDevice) split(due time.Time) *pendingDevice {
+	var rest *pendingDevice
+	keep := d.minutes[:0]
+	for _, m := range d.minutes {
+		if !m.at.After(due) {
+			keep = append(keep, m)
+			continue
+		}
+		if rest == nil {
+			rest = &pendingDevice{tenant: d.tenant, device: d.device, gen: d.gen, since: m.at}
+		}
+		rest.minutes = append(rest.minutes, m)
+		rest.since = earlier(rest.since, m.at)
+	}
+	d.minutes = keep
+	return rest
+}
+
+// put returns a device whose recompute failed: it keeps its place in time
+// (the lag counts from its oldest minute) and goes to the front, merged
+// with any minutes of it that arrived since, to be retried at retryAt.
+func (p *pendingSet) put(d *pendingDevice, retryAt time.Time) {
 	if e := p.byDevice[deviceKey{d.tenant, d.device}]; e != nil {
 		p.remove(e)
 		d.minutes = append(d.minutes, e.minutes...)
 		d.gen = min(d.gen, e.gen)
+		d.since = earlier(d.since, e.since)
+		d.compact()
 	}
-	d.since = time.Time{}
-	p.byDevice[deviceKey{d.tenant, d.device}] = d
-	p.gens[d.gen]++
-	p.minutes += len(d.minutes)
-	d.prev, d.next = nil, p.head
-	if p.head != nil {
-		p.head.prev = d
-	} else {
-		p.tail = d
-	}
-	p.head = d
+	d.retryAt = retryAt
+	p.insert(d, true)
 }
 
 // oldestGen is the lowest generation of a pending minute, or ok false.
@@ -134,6 +194,42 @@ func (p *pendingSet) oldestGen() (gen uint64, ok bool) {
 		}
 	}
 	return gen, ok
+}
+
+// oldestSince is when the oldest pending minute became pending (zero when
+// none is): the head's, or an earlier one's among the devices put back
+// after a failure, which are at the front.
+func (p *pendingSet) oldestSince() time.Time {
+	var t time.Time
+	for d := p.head; d != nil; d = d.next {
+		if t.IsZero() || d.since.Before(t) {
+			t = d.since
+		}
+		if d.failures == 0 {
+			break // the rest arrived in order
+		}
+	}
+	return t
+}
+
+// compact sorts and de-duplicates d's minutes, keeping each one's latest
+// commit time.
+func (d *pendingDevice) compact() {
+	slices.SortFunc(d.minutes, func(a, b pendingMinute) int {
+		return cmp.Or(cmp.Compare(a.minute, b.minute), b.at.Compare(a.at))
+	})
+	d.minutes = slices.CompactFunc(d.minutes, func(a, b pendingMinute) bool { return a.minute == b.minute })
+	d.compacted = len(d.minutes)
+}
+
+// sortedMinutes de-duplicates d's minutes and returns them sorted.
+func (d *pendingDevice) sortedMinutes() []int64 {
+	d.compact()
+	out := make([]int64, len(d.minutes))
+	for i, m := range d.minutes {
+		out[i] = m.minute
+	}
+	return out
 }
 
 // runs splits sorted distinct minutes into runs read with one range read
@@ -150,9 +246,9 @@ func runs(minutes []int64, gap int64) [][2]int64 {
 	return out
 }
 
-// sortedMinutes sorts and de-duplicates d's minutes.
-func (d *pendingDevice) sortedMinutes() []int64 {
-	slices.Sort(d.minutes)
-	d.minutes = slices.Compact(d.minutes)
-	return d.minutes
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

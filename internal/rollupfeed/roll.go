@@ -8,7 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/outbox"
 	"github.com/sluicehq/sluice/internal/reader"
+	"github.com/sluicehq/sluice/internal/rollmarks"
 	"github.com/sluicehq/sluice/internal/rollup"
 )
 
@@ -33,7 +36,7 @@ func (f *Feed) roller() {
 		}
 		// A roll takes at most BatchRows minutes; keep rolling while there
 		// were more due.
-		for f.roll(f.shipCtx, false) {
+		for f.roll(f.rollCtx, false) {
 			select {
 			case <-f.stopRoll:
 				return
@@ -44,8 +47,20 @@ func (f *Feed) roller() {
 	}
 }
 
-// finalRoll recomputes every pending minute, due or not, until none is left
-// or ctx ends (the marks of the rest stay for the next start).
+// maxFailures is how many recomputes of a device may fail in a row before
+// its minutes are given up (counted, their days marked dirty for a
+// rebuild): a device that can never be read must not hold its marks, and
+// every later generation's, forever.
+const maxFailures = 10
+
+// retryAfter is how long a device waits after its n-th failed recompute.
+func retryAfter(n int) time.Duration {
+	return min(time.Duration(1<<min(n, 10))*100*time.Millisecond, time.Minute)
+}
+
+// finalRoll recomputes every pending minute, due or not, until none is left,
+// a pass makes no progress (the raw store fails), or ctx ends; the marks
+// of the rest stay for the next start.
 func (f *Feed) finalRoll(ctx context.Context) {
 	for ctx.Err() == nil {
 		f.mu.Lock()
@@ -54,54 +69,102 @@ func (f *Feed) finalRoll(ctx context.Context) {
 		if left == 0 {
 			break
 		}
-		f.roll(ctx, true)
+		if f.roll(ctx, true); f.progress == 0 {
+			f.logger.Error("rollups of these minutes stay pending until the next start: the raw store fails", "minutes", left)
+			break
+		}
 	}
 	f.persistLost(true)
 }
 
-// roll takes the due devices (all with all), recomputes their marked
+// roll takes the due devices (all with force), recomputes their marked
 // minutes from the raw store and stores the rows, then forgets the marks
 // no pending or in-flight minute needs. It reports whether it stopped at
 // its limit with more due.
-func (f *Feed) roll(ctx context.Context, all bool) bool {
+func (f *Feed) roll(ctx context.Context, force bool) bool {
+	now := f.now()
 	f.mu.Lock()
 	// Marks written from now on are in a new generation, which this roll
 	// does not forget.
 	f.gen++
-	due := f.now().Add(-f.cfg.RollDelay)
-	if all {
-		due = time.Unix(1<<40, 0)
-	}
+	gen := f.gen
+	due := now.Add(-f.cfg.RollDelay)
 	// A recompute's rows (a few per minute) are held until stored: take
 	// about a batch's worth of rows at a time.
-	devs := f.pending.take(due, f.cfg.MaxPending, max(1, f.cfg.BatchRows/8))
+	devs := f.pending.take(now, due, f.cfg.MaxPending, max(1, f.cfg.BatchRows/8), force)
 	more := f.pending.head != nil && (!f.pending.head.since.After(due) || f.pending.minutes > f.cfg.MaxPending)
 	f.m.pending.Set(float64(f.pending.minutes))
 	f.room.Broadcast()
 	f.mu.Unlock()
+	f.progress = 0
 	if len(devs) > 0 {
 		// Every commit that became durable before this moment is read
 		// below; the rows carry it as their version, so that of two
 		// gateways' recomputes of a minute the later read wins, whichever
-		// is stored last.
+		// is stored last. It is kept first, so that a restart never goes
+		// below it.
 		version := f.version()
+		if err := f.marks.SetVersion(version); err != nil {
+			f.logger.Error("keep the rollup version; recompute retried on the next roll", "err", err)
+			f.requeue(devs, gen, now, false)
+			return false
+		}
 		rows, failed := f.recompute(ctx, devs, version)
 		f.m.emitted.Add(float64(len(rows)))
 		f.store(rows)
-		if len(failed) > 0 {
-			f.mu.Lock()
-			for _, d := range failed {
-				f.pending.put(d)
-			}
-			f.mu.Unlock()
-		}
+		f.progress = len(devs) - len(failed)
+		f.requeue(failed, gen, now, true)
 	}
 	f.forget()
 	return more && ctx.Err() == nil
 }
 
+// requeue returns devices whose recompute did not happen. Their minutes are
+// marked again in generation gen, so that their older generations can be
+// forgotten; a device that failed maxFailures times in a row is given up:
+// its minutes are counted as dropped and their days marked dirty.
+func (f *Feed) requeue(devs []*pendingDevice, gen uint64, now time.Time, failed bool) {
+	if len(devs) == 0 {
+		return
+	}
+	var again []rollmarks.Minute
+	lost := map[outbox.DirtyDay]struct{}{}
+	dropped := 0
+	keep := devs[:0]
+	for _, d := range devs {
+		if failed {
+			d.failures++
+		}
+		if d.failures >= maxFailures {
+			for _, m := range d.minutes {
+				lost[outbox.DirtyDay{Tenant: d.tenant, Day: model.DayOf(m.minute)}] = struct{}{}
+			}
+			dropped += len(d.minutes)
+			continue
+		}
+		for _, m := range d.minutes {
+			again = append(again, rollmarks.Minute{Tenant: d.tenant, Device: d.device, Minute: m.minute})
+		}
+		keep = append(keep, d)
+	}
+	if dropped > 0 {
+		f.m.dropped.WithLabelValues("recompute_failed").Add(float64(dropped))
+		f.markLost(lost)
+		f.logger.Error("rollup minutes given up after repeated failures to read the raw store: rebuild their days", "minutes", dropped, "days", len(lost))
+	}
+	reGen := f.marks.Add(gen, again) == nil
+	f.mu.Lock()
+	for _, d := range keep {
+		if reGen {
+			d.gen = gen
+		}
+		f.pending.put(d, now.Add(retryAfter(d.failures)))
+	}
+	f.mu.Unlock()
+}
+
 // version returns the current time in ns, strictly above every version this
-// feed returned before.
+// feed used before, in this run or an earlier one (Marks.Version).
 func (f *Feed) version() uint64 {
 	v := Version(f.now())
 	if v <= f.lastVersion {
@@ -156,17 +219,20 @@ func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, version uin
 	}
 	rows := make([]rollup.Row, 0, n)
 	var failed []*pendingDevice
+	var firstErr error
 	for i, r := range results {
 		if r.err != nil {
 			failed = append(failed, devs[i])
 			f.m.rollErrors.Inc()
-			if f.now().Sub(f.rollLogged) > 30*time.Second {
-				f.logger.Error("recompute rollups from the raw store; will retry", "tenant", devs[i].tenant, "device", devs[i].device, "err", r.err)
-				f.rollLogged = f.now()
-			}
+			firstErr = cmp.Or(firstErr, r.err)
 			continue
 		}
+		devs[i].failures = 0
 		rows = append(rows, r.rows...)
+	}
+	if firstErr != nil && f.now().Sub(f.rollLogged) > 30*time.Second {
+		f.logger.Error("recompute rollups from the raw store; will retry", "devices_failed", len(failed), "devices", len(devs), "err", firstErr)
+		f.rollLogged = f.now()
 	}
 	return rows, failed
 }

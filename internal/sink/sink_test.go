@@ -62,9 +62,9 @@ func tempStore(t *testing.T) *pebblestore.Store {
 }
 
 // start starts a sink that the test closes at its end (before the store).
-func start(t *testing.T, cfg Config, bcfg buckets.Config, st Store) *Sink {
+func start(t *testing.T, cfg Config, bcfg buckets.Config, st Store, opts ...Option) *Sink {
 	t.Helper()
-	s := New(cfg, bcfg, st, discard, prometheus.NewRegistry())
+	s := New(cfg, bcfg, st, discard, prometheus.NewRegistry(), opts...)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -1298,5 +1298,72 @@ func TestPlannerBoundedWithinSettleInterval(t *testing.T) {
 				t.Errorf("%v: %d rows read back, want 1", sd, n)
 			}
 		}
+	}
+}
+
+// recordingHook is a CommitHook that refuses batches while refuse is set
+// and records what it was told.
+type recordingHook struct {
+	mu            sync.Mutex
+	refuse        bool
+	before        int
+	after, failed int
+}
+
+func (h *recordingHook) BeforeCommit(*store.Batch) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refuse {
+		return errors.New("marks unavailable")
+	}
+	h.before++
+	return nil
+}
+
+func (h *recordingHook) AfterCommit(_ *store.Batch, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.after++
+	if err != nil {
+		h.failed++
+	}
+}
+
+// A batch the commit hook refuses is not written and its requests fail;
+// every batch it accepted is reported back after its commit, failed or
+// not, so that the hook can account for what it let through.
+func TestCommitHook(t *testing.T) {
+	var failing atomic.Bool
+	hs := &hookStore{Store: tempStore(t), hook: func(int, *store.Batch) error {
+		if failing.Load() {
+			return errors.New("disk on fire")
+		}
+		return nil
+	}}
+	h := &recordingHook{refuse: true}
+	s := start(t, testConfig(), testBuckets(), hs, WithCommitHook(h))
+	write := func(i int) error {
+		return s.Write(context.Background(), &Request{Tenant: tenant, Readings: []model.Reading{reading("dev", base+int64(i), "a")}})
+	}
+	if err := write(0); err == nil {
+		t.Error("a request succeeded though the hook refused its batch")
+	}
+	if got := readAll(t, hs.Store, tenant, "dev"); len(got) != 0 {
+		t.Errorf("a refused batch stored %d readings", len(got))
+	}
+	h.mu.Lock()
+	h.refuse = false
+	h.mu.Unlock()
+	if err := write(1); err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(true)
+	if err := write(2); err == nil {
+		t.Error("a request succeeded though its commit failed")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.before != 2 || h.after != 2 || h.failed != 1 {
+		t.Errorf("hook told %d before, %d after (%d failed); want 2, 2 and 1", h.before, h.after, h.failed)
 	}
 }

@@ -1,0 +1,125 @@
+package rollupfeed
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/rollmarks"
+)
+
+func names(ds []*pendingDevice) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.device)
+	}
+	return out
+}
+
+func (p *pendingSet) check(t *testing.T) {
+	t.Helper()
+	n, devs, gens := 0, 0, map[uint64]int{}
+	var prev *pendingDevice
+	for d := p.head; d != nil; d = d.next {
+		if d.prev != prev {
+			t.Fatalf("device %s: broken back link", d.device)
+		}
+		if p.byDevice[deviceKey{d.tenant, d.device}] != d {
+			t.Fatalf("device %s listed but not in the map", d.device)
+		}
+		n += len(d.minutes)
+		devs++
+		gens[d.gen]++
+		prev = d
+	}
+	if p.tail != prev || devs != len(p.byDevice) || n != p.minutes {
+		t.Fatalf("list of %d devices and %d minutes, map of %d, count %d", devs, n, len(p.byDevice), p.minutes)
+	}
+	if len(gens) != len(p.gens) {
+		t.Fatalf("generations %v, counted %v", gens, p.gens)
+	}
+	for g, c := range gens {
+		if p.gens[g] != c {
+			t.Fatalf("generations %v, counted %v", gens, p.gens)
+		}
+	}
+}
+
+// The pending set takes devices oldest first once due, leaves minutes
+// that arrived after the due time for later, puts a failed device back in
+// front with its age and a retry time, keeps its counts exact (repeated
+// minutes are folded), and knows the oldest generation it still needs.
+func TestPendingSet(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	m := func(dev string, minute int64) rollmarks.Minute {
+		return rollmarks.Minute{Tenant: "t", Device: dev, Minute: minute * 60_000}
+	}
+	p := newPendingSet()
+	p.add(m("a", 1), 5, at(0))
+	p.add(m("b", 1), 6, at(1))
+	p.add(m("a", 2), 7, at(2))  // a: one minute old enough, one not
+	p.add(m("c", 1), 4, at(10)) // c: generation 4, but late
+	p.check(t)
+	if g, ok := p.oldestGen(); !ok || g != 4 {
+		t.Errorf("oldest generation %d (%t), want 4", g, ok)
+	}
+	got := p.take(at(11), at(1), 1000, 1000, false)
+	p.check(t)
+	if !slices.Equal(names(got), []string{"a", "b"}) {
+		t.Fatalf("took %v, want a and b (c is not due)", names(got))
+	}
+	if ms := got[0].sortedMinutes(); !slices.Equal(ms, []int64{60_000}) {
+		t.Errorf("took a's minutes %v, want only minute 1 (minute 2 arrived after the due time)", ms)
+	}
+	if !slices.Equal(names(listed(&p)), []string{"c", "a"}) || p.minutes != 2 {
+		t.Errorf("left %v (%d minutes), want c and a's minute 2", names(listed(&p)), p.minutes)
+	}
+	// b's recompute failed: back in front, keeping its age; not retried
+	// before its time.
+	b := got[1]
+	b.failures = 1
+	p.put(b, at(30))
+	p.check(t)
+	if s := p.oldestSince(); !s.Equal(at(1)) {
+		t.Errorf("oldest pending since %v, want b's %v", s, at(1))
+	}
+	if got := p.take(at(20), at(20), 1000, 1000, false); !slices.Equal(names(got), []string{"c", "a"}) {
+		t.Errorf("before b's retry time took %v, want c and a", names(got))
+	}
+	if got := p.take(at(31), at(31), 1000, 1000, false); !slices.Equal(names(got), []string{"b"}) {
+		t.Errorf("after b's retry time took %v, want b", names(got))
+	}
+	p.check(t)
+	// Overlapping batches of one device: each minute counted once.
+	for range 100 {
+		p.add(m("d", 1), 9, at(40))
+		p.add(m("d", 2), 9, at(40))
+	}
+	p.check(t)
+	if p.minutes > 16 {
+		t.Errorf("%d minutes counted for a device with 2", p.minutes)
+	}
+	// Over the bound, the oldest are taken early (d, leaving e); force
+	// takes everything (e and f).
+	p.add(m("e", 1), 9, at(41))
+	if got := p.take(at(42), at(0), 1, 1000, false); len(got) == 0 {
+		t.Error("nothing taken over the bound")
+	}
+	p.add(m("f", 1), 9, at(43))
+	if got := p.take(at(44), at(0), 1000, 1000, true); len(got) != 2 || p.minutes != 0 {
+		t.Errorf("force took %v and left %d minutes", names(got), p.minutes)
+	}
+	p.check(t)
+	if _, ok := p.oldestGen(); ok {
+		t.Error("an oldest generation with nothing pending")
+	}
+}
+
+func listed(p *pendingSet) []*pendingDevice {
+	var out []*pendingDevice
+	for d := p.head; d != nil; d = d.next {
+		out = append(out, d)
+	}
+	return out
+}
