@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -43,18 +42,8 @@ func healthcheckCmd(ctx context.Context, args, env []string, stdout, stderr io.W
 	cfgFile := fs.String("config", lookup(env, "SLUICE_CONFIG"), "configuration file (YAML)")
 	live := fs.Bool("live", false, "ask /healthz (liveness) instead of /readyz (readiness)")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
-	keyFlags := config.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
-	}
-	cfg, _, err := config.LoadSources(config.Sources{File: *cfgFile, Env: env, Flags: keyFlags})
-	if err != nil {
+	cfg, _, help, err := parseConfig(fs, args, env, cfgFile)
+	if help || err != nil {
 		return err
 	}
 	path := "/readyz"

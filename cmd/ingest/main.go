@@ -39,6 +39,24 @@ func main() {
 
 type usageError struct{ error }
 
+// parseConfig adds the setting flags to fs (which has --config, read into
+// cfgFile), parses args and loads the configuration; help reports that
+// -h was asked for and answered.
+func parseConfig(fs *pflag.FlagSet, args, env []string, cfgFile *string) (config.Config, config.Loaded, bool, error) {
+	keyFlags := config.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return config.Config{}, config.Loaded{}, true, nil
+		}
+		return config.Config{}, config.Loaded{}, false, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return config.Config{}, config.Loaded{}, false, usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	cfg, loaded, err := config.LoadSources(config.Sources{File: *cfgFile, Env: env, Flags: keyFlags})
+	return cfg, loaded, false, err
+}
+
 const usage = `Usage: ingest [command] [--config FILE] [--migrate] [--KEY VALUE ...]
 
 Commands:
@@ -85,18 +103,8 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) erro
 	}
 	cfgFile := fs.String("config", lookup(env, "SLUICE_CONFIG"), "configuration file (YAML)")
 	doMigrate := fs.Bool("migrate", false, "serve: create the Cassandra schema first (as ingest migrate)")
-	keyFlags := config.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
-	}
-	cfg, loaded, err := config.LoadSources(config.Sources{File: *cfgFile, Env: env, Flags: keyFlags})
-	if err != nil {
+	cfg, loaded, help, err := parseConfig(fs, args, env, cfgFile)
+	if help || err != nil {
 		return err
 	}
 	file := loaded.File

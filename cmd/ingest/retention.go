@@ -116,18 +116,8 @@ func retentionCmd(ctx context.Context, args, env []string, stdout, stderr io.Wri
 	cfgFile := fs.String("config", lookup(env, "SLUICE_CONFIG"), "configuration file (YAML)")
 	dry := fs.Bool("dry-run", false, "print what would be dropped; change nothing")
 	tenant := fs.String("tenant", "", "only this tenant's buckets")
-	keyFlags := config.AddFlags(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
-	}
-	cfg, _, err := config.LoadSources(config.Sources{File: *cfgFile, Env: env, Flags: keyFlags})
-	if err != nil {
+	cfg, _, help, err := parseConfig(fs, args[1:], env, cfgFile)
+	if help || err != nil {
 		return err
 	}
 	logger := newLogger(cfg.Log, stderr)

@@ -43,6 +43,18 @@ func openLocal(t *testing.T) (*rollupstore.Store, *outbox.Outbox) {
 	return emb, ob
 }
 
+// openRaw opens an embedded raw store (without fsync) in dir, closed when
+// the test ends.
+func openRaw(t *testing.T, dir string) *pebblestore.Store {
+	t.Helper()
+	raw, err := pebblestore.Open(filepath.Join(dir, "raw"), pebblestore.Options{NoSync: true}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	return raw
+}
+
 // gatedRaw is a raw store whose catalogue reads wait for gate to close,
 // saying on entered when one starts: a roller stuck on a slow store.
 type gatedRaw struct {
@@ -72,11 +84,7 @@ func minuteBatch(device string, minute int) *store.Batch {
 func TestCommitWaitsWhenPendingFull(t *testing.T) {
 	emb, ob := openLocal(t)
 	defer ob.Close()
-	raw, err := pebblestore.Open(filepath.Join(t.TempDir(), "raw"), pebblestore.Options{NoSync: true}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := openRaw(t, t.TempDir())
 	gated := &gatedRaw{Store: raw, entered: make(chan struct{}, 1), gate: make(chan struct{})}
 	cfg := testConfig()
 	cfg.MaxPending = 1000
@@ -128,11 +136,7 @@ func TestCommitWaitsWhenPendingFull(t *testing.T) {
 func TestCommitAfterClose(t *testing.T) {
 	emb, ob := openLocal(t)
 	defer ob.Close()
-	raw, err := pebblestore.Open(filepath.Join(t.TempDir(), "raw"), pebblestore.Options{NoSync: true}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := openRaw(t, t.TempDir())
 	marks, err := rollmarks.Open(filepath.Join(t.TempDir(), "marks"), quiet)
 	if err != nil {
 		t.Fatal(err)
@@ -177,11 +181,7 @@ func (b *blockingMarks) Add(gen uint64, ms []rollmarks.Minute) error {
 func TestCloseWaitsForMarkWrites(t *testing.T) {
 	emb, ob := openLocal(t)
 	defer ob.Close()
-	raw, err := pebblestore.Open(filepath.Join(t.TempDir(), "raw"), pebblestore.Options{NoSync: true}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := openRaw(t, t.TempDir())
 	marks, err := rollmarks.Open(filepath.Join(t.TempDir(), "marks"), quiet)
 	if err != nil {
 		t.Fatal(err)
@@ -236,11 +236,7 @@ func copyDir(t *testing.T, from, to string) {
 // the rollups count every committed reading exactly once.
 func TestMarksTakenUpAfterCrash(t *testing.T) {
 	dir := t.TempDir()
-	raw, err := pebblestore.Open(filepath.Join(dir, "raw"), pebblestore.Options{NoSync: true}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := openRaw(t, dir)
 	emb, ob := openLocal(t)
 	defer ob.Close()
 	// The first run never recomputes anything: its minutes are due in an
@@ -287,11 +283,7 @@ func TestMarksTakenUpAfterCrash(t *testing.T) {
 // recomputed: the stored rollups equal a recompute from the raw store.
 func TestSameReadingsThroughTwoGateways(t *testing.T) {
 	dir := t.TempDir()
-	raw, err := pebblestore.Open(filepath.Join(dir, "raw"), pebblestore.Options{NoSync: true}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := openRaw(t, dir)
 	emb, err := rollupstore.Open(filepath.Join(dir, "rollups"), quiet)
 	if err != nil {
 		t.Fatal(err)
@@ -454,11 +446,7 @@ func TestFailedRecomputeRetried(t *testing.T) {
 	emb, ob := openLocal(t)
 	defer ob.Close()
 	dir := t.TempDir()
-	raw, err := pebblestore.Open(filepath.Join(dir, "raw"), pebblestore.Options{NoSync: true}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := openRaw(t, dir)
 	fr := &failingRaw{Store: raw, fail: true}
 	reg := prometheus.NewRegistry()
 	feed := newFeed(t, testConfig(), fr, filepath.Join(dir, "marks"), ob, emb, reg, WithLocalBackend())

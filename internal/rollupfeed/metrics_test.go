@@ -15,7 +15,6 @@ import (
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/rollupstore"
 	"github.com/sluicehq/sluice/internal/sink"
-	"github.com/sluicehq/sluice/internal/store/pebblestore"
 )
 
 // gathered returns the value of the unlabelled metric name on reg.
@@ -42,11 +41,7 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // first drop.
 func TestOutboxAndShipMetrics(t *testing.T) {
 	dir := t.TempDir()
-	raw, err := pebblestore.Open(filepath.Join(dir, "raw"), pebblestore.Options{NoSync: true}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := openRaw(t, dir)
 	emb, err := rollupstore.Open(filepath.Join(dir, "rollups"), quiet)
 	if err != nil {
 		t.Fatal(err)

@@ -17,17 +17,7 @@ import (
 // rebuild: a live gateway's row and the row of an earlier rebuild alike.
 func TestRebuildRetractsMinutesWithoutReadings(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	raw, err := pebblestore.Open(filepath.Join(dir, "raw"), pebblestore.Options{}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	dst, err := rollupstore.Open(filepath.Join(dir, "rollups"), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
+	raw, dst := openRawAndRollups(t)
 
 	day := model.DayOf(base.UnixMilli())
 	m1, m2 := base.UnixMilli(), base.UnixMilli()+rollup.MinuteMillis
@@ -64,17 +54,7 @@ func TestRebuildRetractsMinutesWithoutReadings(t *testing.T) {
 // range from the first step on.
 func TestRebuildEveryDeviceOfEachDay(t *testing.T) {
 	ctx := t.Context()
-	dir := t.TempDir()
-	raw, err := pebblestore.Open(filepath.Join(dir, "raw"), pebblestore.Options{}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	dst, err := rollupstore.Open(filepath.Join(dir, "rollups"), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
+	raw, dst := openRawAndRollups(t)
 
 	day1 := model.DayOf(base.UnixMilli())
 	day2 := day1 + 1
@@ -136,4 +116,17 @@ func TestRebuildEveryDeviceOfEachDay(t *testing.T) {
 			t.Errorf("verify of %s after the rebuild: %+v, want 2 devices and no mismatch", day, v)
 		}
 	}
+}
+
+// openRawAndRollups opens an embedded raw store and rollup store, closed
+// when the test ends.
+func openRawAndRollups(t *testing.T) (*pebblestore.Store, *rollupstore.Store) {
+	t.Helper()
+	raw := openRaw(t, t.TempDir())
+	dst, err := rollupstore.Open(filepath.Join(t.TempDir(), "rollups"), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dst.Close() })
+	return raw, dst
 }
