@@ -457,6 +457,14 @@ func TestFailedRecomputeRetried(t *testing.T) {
 	if feed.lag() <= 0 {
 		t.Errorf("lag %v while the recompute fails, want it counted", feed.lag())
 	}
+	// A device waiting to retry does not make the roller spin: about one
+	// roll (a generation) a tick.
+	gens := func() uint64 { feed.mu.Lock(); defer feed.mu.Unlock(); return feed.gen }
+	g0 := gens()
+	time.Sleep(300 * time.Millisecond)
+	if n := gens() - g0; n > 200 {
+		t.Errorf("%d rolls in 300ms with a tick of 20ms while a device waits to retry", n)
+	}
 	fr.mu.Lock()
 	fr.fail = false
 	fr.mu.Unlock()

@@ -91,8 +91,15 @@ func (f *Feed) roll(ctx context.Context, force bool) bool {
 	due := now.Add(-f.cfg.RollDelay)
 	// A recompute's rows (a few per minute) are held until stored: take
 	// about a batch's worth of rows at a time.
-	devs := f.pending.take(now, due, f.cfg.MaxPending, max(1, f.cfg.BatchRows/8), force)
-	more := f.pending.head != nil && (!f.pending.head.since.After(due) || f.pending.minutes > f.cfg.MaxPending)
+	limit := max(1, f.cfg.BatchRows/8)
+	devs := f.pending.take(now, due, f.cfg.MaxPending, limit, force)
+	taken := 0
+	for _, d := range devs {
+		taken += len(d.minutes)
+	}
+	// Only a roll cut short by its limit calls for another at once (a
+	// device waiting to retry must not make the roller spin).
+	more := taken >= limit && f.pending.head != nil
 	f.m.pending.Set(float64(f.pending.minutes))
 	f.room.Broadcast()
 	f.mu.Unlock()
