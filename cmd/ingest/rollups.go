@@ -116,8 +116,9 @@ func (r *rollups) routes() map[string]http.HandlerFunc {
 	return r.api.Routes()
 }
 
-// close runs after the sink drained: it emits every window held and ships
-// what it can before the timeout; the rest stays in the outbox.
+// close runs after the sink drained: it recomputes every pending minute and
+// ships what it can before the timeout; the rest stays in the marks and the
+// outbox for the next start.
 func (r *rollups) close() {
 	if r == nil {
 		return

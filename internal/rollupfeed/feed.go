@@ -148,7 +148,7 @@ type Inserter interface {
 	Insert(ctx context.Context, rows []rollup.Row) error
 }
 
-// Outbox is the durable queue between the aggregator and the shipper.
+// Outbox is the durable queue between the roller and the shipper.
 // Append must not keep payload: the feed reuses its buffer.
 type Outbox interface {
 	Append(payload []byte, rows int) error
