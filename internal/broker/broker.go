@@ -219,7 +219,7 @@ func Start(cfg Config, opts Options, logger *slog.Logger) (*Broker, error) {
 			return fail(fmt.Errorf("listen on %s (mqtt.embedded.listen): %w", cfg.Listen, err))
 		}
 		b.addr = ln.Addr()
-		if err := srv.AddListener(&listener{id: "sluice-tcp", ln: ln, timeout: timeout}); err != nil {
+		if err := srv.AddListener(&listener{id: "sluice-tcp", ln: ln, timeout: timeout, disconnect: disconnectAll(srv)}); err != nil {
 			_ = ln.Close()
 			return fail(fmt.Errorf("listen on %s (mqtt.embedded.listen): %w", b.addr, err))
 		}
@@ -233,7 +233,7 @@ func Start(cfg Config, opts Options, logger *slog.Logger) (*Broker, error) {
 			return fail(fmt.Errorf("listen on %s (mqtt.embedded.tls_listen): %w", cfg.TLSListen, err))
 		}
 		b.tlsAdr = ln.Addr()
-		if err := srv.AddListener(&listener{id: "sluice-tls", ln: ln, tls: opts.TLS, timeout: timeout}); err != nil {
+		if err := srv.AddListener(&listener{id: "sluice-tls", ln: ln, tls: opts.TLS, timeout: timeout, disconnect: disconnectAll(srv)}); err != nil {
 			_ = ln.Close()
 			return fail(fmt.Errorf("listen on %s (mqtt.embedded.tls_listen): %w", b.tlsAdr, err))
 		}
@@ -271,6 +271,21 @@ func (b *Broker) Close() error {
 		}
 	})
 	return err
+}
+
+// disconnectAll returns what mochi's server does to a closing listener's
+// clients (a DISCONNECT "server shutting down" to each), without its
+// Clients.GetByListener, which read-locks the clients twice and so
+// deadlocks against a client being removed at the same moment
+// (mochi-mqtt/server#488; seen as a shutdown that never ended).
+func disconnectAll(srv *mqtt.Server) func(id string) {
+	return func(id string) {
+		for _, cl := range srv.Clients.GetAll() {
+			if cl.Net.Listener == id && !cl.Closed() {
+				_ = srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+			}
+		}
+	}
 }
 
 // storeHook hands every publish to Receive before mochi acknowledges it.

@@ -22,11 +22,14 @@ type listener struct {
 	tls     *tls.Config // nil: plain
 	timeout time.Duration
 	log     *slog.Logger
-	once    sync.Once
-	mu      sync.Mutex            // orders conns.Add before conns.Wait
-	closed  bool                  // under mu
-	open    map[net.Conn]struct{} // connections being served, under mu
-	conns   sync.WaitGroup        // connection goroutines
+	// disconnect disconnects the listener's clients when it closes, in
+	// place of mochi's own (see Close); nil: mochi's.
+	disconnect func(id string)
+	once       sync.Once
+	mu         sync.Mutex            // orders conns.Add before conns.Wait
+	closed     bool                  // under mu
+	open       map[net.Conn]struct{} // connections being served, under mu
+	conns      sync.WaitGroup        // connection goroutines
 }
 
 var _ listeners.Listener = (*listener)(nil)
@@ -91,7 +94,11 @@ func (l *listener) Close(closeClients listeners.CloseFn) {
 		l.mu.Lock()
 		l.closed = true
 		l.mu.Unlock()
-		closeClients(l.id)
+		if l.disconnect != nil {
+			l.disconnect(l.id)
+		} else {
+			closeClients(l.id)
+		}
 		l.mu.Lock()
 		for c := range l.open {
 			_ = c.SetDeadline(time.Now())
