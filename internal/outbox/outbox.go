@@ -25,6 +25,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/sluicehq/sluice/internal/pebblelog"
+
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sluicehq/sluice/internal/model"
@@ -69,7 +71,7 @@ type Outbox struct {
 // Open opens (creating if needed) the outbox in dir, bounded to maxBytes of
 // record payload.
 func Open(dir string, maxBytes int64, logger *slog.Logger) (*Outbox, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{logger}, FormatMajorVersion: pebble.FormatNewest})
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.New(logger, "outbox"), FormatMajorVersion: pebble.FormatNewest})
 	if err != nil {
 		return nil, fmt.Errorf("open outbox %q: %w", dir, err)
 	}
@@ -324,19 +326,4 @@ func (o *Outbox) ClearDirty(tenant string, days []model.Day, upTo uint64) error 
 		return fmt.Errorf("clear dirty days: %w", err)
 	}
 	return nil
-}
-
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "component", "outbox")
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "outbox")
-}
-
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "outbox")
-	panic(fmt.Sprintf(format, args...))
 }

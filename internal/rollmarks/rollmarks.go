@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/sluicehq/sluice/internal/pebblelog"
+
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -35,7 +37,7 @@ type Store struct {
 // Open opens (creating if needed) the marks database in dir.
 func Open(dir string, logger *slog.Logger) (*Store, error) {
 	db, err := pebble.Open(dir, &pebble.Options{
-		Logger: pebbleLogger{logger},
+		Logger: pebblelog.New(logger, "rollmarks"),
 		// Marks live seconds to minutes: a small memtable is flushed
 		// rarely, since most marks are deleted before it fills.
 		MemTableSize:       16 << 20,
@@ -180,19 +182,4 @@ func (s *Store) Forget(below uint64) error {
 		return fmt.Errorf("forget rollup marks: %w", err)
 	}
 	return nil
-}
-
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "component", "rollmarks")
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "rollmarks")
-}
-
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "rollmarks")
-	panic(fmt.Sprintf(format, args...))
 }

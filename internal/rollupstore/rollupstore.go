@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/pebblelog"
+
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sluicehq/sluice/internal/model"
@@ -34,7 +36,7 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	// large memtable (Pebble's default is 4 MiB), and many level-0 files
 	// before compacting them, so that each day's rows are rewritten about a
 	// quarter as often as with the default of 4 files.
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{logger}, FormatMajorVersion: pebble.FormatNewest, Merger: latestMerger,
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.New(logger, "rollupstore"), FormatMajorVersion: pebble.FormatNewest, Merger: latestMerger,
 		MemTableSize: 64 << 20, L0CompactionThreshold: 16, L0StopWritesThreshold: 48})
 	if err != nil {
 		if strings.Contains(err.Error(), "merger name") {
@@ -272,21 +274,6 @@ func (s *Store) Top(ctx context.Context, f rollup.Filter, by rollup.By, limit in
 		return nil, err
 	}
 	return rollup.Top(rows, by, limit), nil
-}
-
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "component", "rollupstore")
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "rollupstore")
-}
-
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "rollupstore")
-	panic(fmt.Sprintf(format, args...))
 }
 
 // Retention. A rollup bucket is one UTC day of every tenant (Tenant ""),

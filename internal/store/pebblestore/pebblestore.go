@@ -15,6 +15,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/sluicehq/sluice/internal/pebblelog"
+
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sluicehq/sluice/internal/model"
@@ -70,7 +72,7 @@ func OpenDB(dir string, cacheBytes int64, logger *slog.Logger) (*pebble.DB, erro
 	return pebble.Open(dir, &pebble.Options{
 		Cache:                       cache,
 		Merger:                      catalogueMerger,
-		Logger:                      slogAdapter{logger},
+		Logger:                      pebblelog.New(logger, "pebble"),
 		MemTableSize:                64 << 20,
 		MemTableStopWritesThreshold: 4,
 		FormatMajorVersion:          pebble.FormatNewest,
@@ -355,20 +357,4 @@ func (s *Store) ScanDeadLetters(ctx context.Context, tenant string, day model.Da
 		return nil, fmt.Errorf("scan dead letters of %s on %s: %w", tenant, day, err)
 	}
 	return out, nil
-}
-
-// slogAdapter routes Pebble's log lines to slog.
-type slogAdapter struct{ l *slog.Logger }
-
-func (a slogAdapter) Infof(format string, args ...any) {
-	a.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (a slogAdapter) Errorf(format string, args ...any) {
-	a.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (a slogAdapter) Fatalf(format string, args ...any) {
-	a.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-	panic(fmt.Sprintf(format, args...))
 }
