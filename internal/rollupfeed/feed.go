@@ -198,7 +198,6 @@ type Feed struct {
 	localFailing bool
 	lastVersion  uint64    // roller goroutine
 	rollLogged   time.Time // last log of a failed recompute (roller goroutine)
-	progress     int       // devices the last roll recomputed (roller goroutine)
 
 	mu       sync.Mutex // guards the fields below
 	room     *sync.Cond // signalled when pending minutes fall

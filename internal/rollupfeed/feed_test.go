@@ -183,12 +183,25 @@ func testConfig() Config {
 // ends; the feed is not).
 func newFeed(t *testing.T, cfg Config, raw reader.Store, marksDir string, ob Outbox, dst Inserter, reg prometheus.Registerer, opts ...Option) *Feed {
 	t.Helper()
-	marks, err := rollmarks.Open(marksDir, quiet)
+	marks := openMarks(t, marksDir)
+	t.Cleanup(func() { _ = marks.Close() })
+	return startFeed(t, cfg, time.Now, raw, marks, ob, dst, reg, opts...)
+}
+
+// openMarks opens a marks database in dir; the caller closes it.
+func openMarks(t *testing.T, dir string) *rollmarks.Store {
+	t.Helper()
+	marks, err := rollmarks.Open(dir, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = marks.Close() })
-	feed, err := New(cfg, raw, marks, ob, dst, time.Now, testLogger(), reg, opts...)
+	return marks
+}
+
+// startFeed starts a feed on marks with the clock now.
+func startFeed(t *testing.T, cfg Config, now func() time.Time, raw reader.Store, marks Marks, ob Outbox, dst Inserter, reg prometheus.Registerer, opts ...Option) *Feed {
+	t.Helper()
+	feed, err := New(cfg, raw, marks, ob, dst, now, testLogger(), reg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,15 +136,8 @@ func TestCommitWaitsWhenPendingFull(t *testing.T) {
 func TestCommitAfterClose(t *testing.T) {
 	emb, ob := openLocal(t)
 	defer ob.Close()
-	raw := openRaw(t, t.TempDir())
-	marks, err := rollmarks.Open(filepath.Join(t.TempDir(), "marks"), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	feed, err := New(testConfig(), raw, marks, ob, emb, time.Now, testLogger(), prometheus.NewRegistry(), WithLocalBackend())
-	if err != nil {
-		t.Fatal(err)
-	}
+	marks := openMarks(t, t.TempDir())
+	feed := startFeed(t, testConfig(), time.Now, openRaw(t, t.TempDir()), marks, ob, emb, prometheus.NewRegistry(), WithLocalBackend())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := feed.Close(ctx); err != nil {
@@ -181,17 +174,10 @@ func (b *blockingMarks) Add(gen uint64, ms []rollmarks.Minute) error {
 func TestCloseWaitsForMarkWrites(t *testing.T) {
 	emb, ob := openLocal(t)
 	defer ob.Close()
-	raw := openRaw(t, t.TempDir())
-	marks, err := rollmarks.Open(filepath.Join(t.TempDir(), "marks"), quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	marks := openMarks(t, t.TempDir())
 	defer marks.Close()
 	bm := &blockingMarks{Marks: marks, entered: make(chan struct{}), release: make(chan struct{})}
-	feed, err := New(testConfig(), raw, bm, ob, emb, time.Now, testLogger(), prometheus.NewRegistry(), WithLocalBackend())
-	if err != nil {
-		t.Fatal(err)
-	}
+	feed := startFeed(t, testConfig(), time.Now, openRaw(t, t.TempDir()), bm, ob, emb, prometheus.NewRegistry(), WithLocalBackend())
 	done := make(chan error, 1)
 	go func() { done <- feed.BeforeCommit(minuteBatch("d", 0)) }()
 	<-bm.entered
@@ -371,10 +357,7 @@ func TestMarksOutliveTheirMinutes(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer raw.Close()
-			marks, err := rollmarks.Open(filepath.Join(t.TempDir(), "marks"), quiet)
-			if err != nil {
-				t.Fatal(err)
-			}
+			marks := openMarks(t, t.TempDir())
 			defer marks.Close()
 			clock := base.Add(48 * time.Hour)
 			var mu sync.Mutex
@@ -382,10 +365,7 @@ func TestMarksOutliveTheirMinutes(t *testing.T) {
 			advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
 			cfg := testConfig()
 			cfg.RollDelay, cfg.FlushInterval = time.Minute, time.Hour // rolls only when the test calls them
-			feed, err := New(cfg, raw, marks, ob, emb, now, testLogger(), prometheus.NewRegistry(), WithLocalBackend())
-			if err != nil {
-				t.Fatal(err)
-			}
+			feed := startFeed(t, cfg, now, raw, marks, ob, emb, prometheus.NewRegistry(), WithLocalBackend())
 			inFlight, waiting := minuteBatch("a", 1), minuteBatch("b", 2)
 			first, second := waiting, inFlight
 			if inFlightFirst {

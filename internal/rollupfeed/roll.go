@@ -36,7 +36,10 @@ func (f *Feed) roller() {
 		}
 		// A roll takes at most BatchRows minutes; keep rolling while there
 		// were more due.
-		for f.roll(f.rollCtx, false) {
+		for {
+			if more, _ := f.roll(f.rollCtx, false); !more {
+				break
+			}
 			select {
 			case <-f.stopRoll:
 				return
@@ -69,7 +72,7 @@ func (f *Feed) finalRoll(ctx context.Context) {
 		if left == 0 {
 			break
 		}
-		if f.roll(ctx, true); f.progress == 0 {
+		if _, done := f.roll(ctx, true); done == 0 {
 			f.logger.Error("rollups of these minutes stay pending until the next start: the raw store fails", "minutes", left)
 			break
 		}
@@ -80,8 +83,8 @@ func (f *Feed) finalRoll(ctx context.Context) {
 // roll takes the due devices (all with force), recomputes their marked
 // minutes from the raw store and stores the rows, then forgets the marks
 // no pending or in-flight minute needs. It reports whether it stopped at
-// its limit with more due.
-func (f *Feed) roll(ctx context.Context, force bool) bool {
+// its limit with more due, and how many devices it recomputed.
+func (f *Feed) roll(ctx context.Context, force bool) (more bool, done int) {
 	now := f.now()
 	f.mu.Lock()
 	// Marks written from now on are in a new generation, which this roll
@@ -99,11 +102,10 @@ func (f *Feed) roll(ctx context.Context, force bool) bool {
 	}
 	// Only a roll cut short by its limit calls for another at once (a
 	// device waiting to retry must not make the roller spin).
-	more := taken >= limit && f.pending.head != nil
+	more = taken >= limit && f.pending.head != nil
 	f.m.pending.Set(float64(f.pending.minutes))
 	f.room.Broadcast()
 	f.mu.Unlock()
-	f.progress = 0
 	if len(devs) > 0 {
 		// Every commit that became durable before this moment is read
 		// below; the rows carry it as their version, so that of two
@@ -114,16 +116,16 @@ func (f *Feed) roll(ctx context.Context, force bool) bool {
 		if err := f.marks.SetVersion(version); err != nil {
 			f.logger.Error("keep the rollup version; recompute retried on the next roll", "err", err)
 			f.requeue(devs, gen, now, false)
-			return false
+			return false, 0
 		}
 		rows, failed := f.recompute(ctx, devs, version)
 		f.m.emitted.Add(float64(len(rows)))
 		f.store(rows)
-		f.progress = len(devs) - len(failed)
+		done = len(devs) - len(failed)
 		f.requeue(failed, gen, now, true)
 	}
 	f.forget()
-	return more && ctx.Err() == nil
+	return more && ctx.Err() == nil, done
 }
 
 // requeue returns devices whose recompute did not happen. Their minutes are
