@@ -234,12 +234,7 @@ func LoadSources(src Sources) (Config, Loaded, error) {
 		if err := v.ReadInConfig(); err != nil {
 			return Config{}, l, fmt.Errorf("read config %s: %w", file, err)
 		}
-		for _, k := range v.AllKeys() {
-			if why, ok := retired[k]; ok {
-				l.Retired = append(l.Retired, fmt.Sprintf("%s (file): ignored: %s", k, why))
-			}
-		}
-		if err := checkUnknown(v, def); err != nil {
+		if err := checkUnknown(v, def, &l); err != nil {
 			return Config{}, l, fmt.Errorf("config %s: %w", file, err)
 		}
 		for _, k := range v.AllKeys() {
@@ -254,12 +249,11 @@ func LoadSources(src Sources) (Config, Loaded, error) {
 		if !ok || !strings.HasPrefix(name, "SLUICE_") {
 			continue
 		}
-		key, known := envKey(v, name)
-		for k, why := range retired {
-			if strings.ReplaceAll(k, ".", "_") == strings.ToLower(strings.TrimPrefix(name, "SLUICE_")) {
-				l.Retired = append(l.Retired, fmt.Sprintf("%s (env %s): ignored: %s", k, name, why))
-			}
+		if k, ok := retiredEnv(name); ok {
+			l.Retired = append(l.Retired, fmt.Sprintf("%s (env %s): ignored: %s", k, name, retired[k]))
+			continue
 		}
+		key, known := envKey(v, name)
 		if !known {
 			continue // SLUICE_URL, SLUICE_TOKEN and the like belong to other tools
 		}
@@ -313,14 +307,29 @@ func originKey(k string) string {
 // envKey maps SLUICE_STORE_PEBBLE_CACHE_BYTES to store.pebble.cache_bytes by
 // matching against the known keys (key names contain underscores too).
 func envKey(v *viper.Viper, name string) (string, bool) {
-	want := strings.ToLower(strings.TrimPrefix(name, "SLUICE_"))
 	for _, k := range v.AllKeys() {
-		if strings.ReplaceAll(k, ".", "_") == want {
+		if isEnvOf(name, k) {
 			return k, true
 		}
 	}
-	if want == "auth_tokens" {
+	if isEnvOf(name, "auth.tokens") {
 		return "auth.tokens", true
+	}
+	return "", false
+}
+
+// isEnvOf reports whether the environment variable name sets key
+// (SLUICE_HTTP_ADDR sets http.addr).
+func isEnvOf(name, key string) bool {
+	return strings.ToLower(strings.TrimPrefix(name, "SLUICE_")) == strings.ReplaceAll(key, ".", "_")
+}
+
+// retiredEnv returns the retired setting that name sets, if any.
+func retiredEnv(name string) (string, bool) {
+	for k := range retired {
+		if isEnvOf(name, k) {
+			return k, true
+		}
 	}
 	return "", false
 }
@@ -394,8 +403,9 @@ func withoutRetired(settings map[string]any) map[string]any {
 	return settings
 }
 
-// checkUnknown rejects keys in the file that no setting has.
-func checkUnknown(v *viper.Viper, def Config) error {
+// checkUnknown rejects keys in the file that no setting has, and records in
+// l those that are retired.
+func checkUnknown(v *viper.Viper, def Config, l *Loaded) error {
 	var flat map[string]any
 	_ = mapstructure.Decode(def, &flat)
 	known := flatten("", flat)
@@ -404,7 +414,8 @@ func checkUnknown(v *viper.Viper, def Config) error {
 		if _, ok := known[k]; ok {
 			continue
 		}
-		if _, ok := retired[k]; ok {
+		if why, ok := retired[k]; ok {
+			l.Retired = append(l.Retired, fmt.Sprintf("%s (file): ignored: %s", k, why))
 			continue
 		}
 		if strings.HasPrefix(k, "auth.tokens") || strings.HasPrefix(k, "retention.tenants.") {
