@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/sluicehq/sluice/internal/config"
 )
 
@@ -32,14 +30,7 @@ but the request line); a listener that requires client certificates
 
 // healthcheckCmd runs `ingest healthcheck`.
 func healthcheckCmd(ctx context.Context, args, env []string, stdout, stderr io.Writer) error {
-	fs := pflag.NewFlagSet("ingest healthcheck", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
-	fs.Usage = func() {
-		fmt.Fprint(stderr, healthcheckUsage, "\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	cfgFile := fs.String("config", lookup(env, "SLUICE_CONFIG"), "configuration file (YAML)")
+	fs, cfgFile := commandFlags("ingest healthcheck", healthcheckUsage, env, stderr)
 	live := fs.Bool("live", false, "ask /healthz (liveness) instead of /readyz (readiness)")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
 	cfg, _, help, err := parseConfig(fs, args, env, cfgFile)

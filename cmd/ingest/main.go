@@ -39,6 +39,19 @@ func main() {
 
 type usageError struct{ error }
 
+// commandFlags returns the flag set of a command, which prints usage and
+// its flags on -h, with --config (default SLUICE_CONFIG) added.
+func commandFlags(name, usage string, env []string, stderr io.Writer) (*pflag.FlagSet, *string) {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.SortFlags = false
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs, fs.String("config", lookup(env, "SLUICE_CONFIG"), "configuration file (YAML)")
+}
+
 // parseConfig adds the setting flags to fs (which has --config, read into
 // cfgFile), parses args and loads the configuration; help reports that
 // -h was asked for and answered.
@@ -94,14 +107,7 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) erro
 	if cmd == "healthcheck" {
 		return healthcheckCmd(ctx, args, env, stdout, stderr)
 	}
-	fs := pflag.NewFlagSet("ingest "+cmd, pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage, "\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	cfgFile := fs.String("config", lookup(env, "SLUICE_CONFIG"), "configuration file (YAML)")
+	fs, cfgFile := commandFlags("ingest "+cmd, usage, env, stderr)
 	doMigrate := fs.Bool("migrate", false, "serve: create the Cassandra schema first (as ingest migrate)")
 	cfg, loaded, help, err := parseConfig(fs, args, env, cfgFile)
 	if help || err != nil {

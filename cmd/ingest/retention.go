@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/spf13/pflag"
 
 	"github.com/sluicehq/sluice/internal/audit/auditlog"
 	"github.com/sluicehq/sluice/internal/chstore"
@@ -106,14 +105,7 @@ func retentionCmd(ctx context.Context, args, env []string, stdout, stderr io.Wri
 		fmt.Fprint(stderr, retentionUsage)
 		return usageError{errors.New("retention: want the subcommand run")}
 	}
-	fs := pflag.NewFlagSet("ingest retention run", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
-	fs.Usage = func() {
-		fmt.Fprint(stderr, retentionUsage, "\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	cfgFile := fs.String("config", lookup(env, "SLUICE_CONFIG"), "configuration file (YAML)")
+	fs, cfgFile := commandFlags("ingest retention run", retentionUsage, env, stderr)
 	dry := fs.Bool("dry-run", false, "print what would be dropped; change nothing")
 	tenant := fs.String("tenant", "", "only this tenant's buckets")
 	cfg, _, help, err := parseConfig(fs, args[1:], env, cfgFile)
