@@ -25,11 +25,10 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/sluicehq/sluice/internal/pebblelog"
-
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/pebblelog"
 )
 
 // ErrFull is returned by Append when the record would pass the size bound.

@@ -17,9 +17,9 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/sluicehq/sluice/internal/pebblelog"
-
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicehq/sluice/internal/pebblelog"
 )
 
 // Minute is one marked minute of one device's readings.

@@ -16,11 +16,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sluicehq/sluice/internal/pebblelog"
-
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/pebblelog"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/store"
 )

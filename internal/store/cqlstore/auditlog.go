@@ -94,47 +94,38 @@ func (s *Store) PutAuditLeaves(ctx context.Context, tenant, stream string, d mod
 // the buckets, from audit_leaves.
 func (s *Store) AuditLeaves(ctx context.Context, tenant, stream string, d model.Day, fn func(store.AuditLeaf) error) error {
 	for bucket := 0; ; bucket++ {
-		chunks := 0
-		err := s.do(ctx, "audit_leaves_read", func(ctx context.Context) error {
-			if chunks > 0 {
-				// A retry after fn saw some of this bucket would hand
-				// them to it again.
-				return fmt.Errorf("read leaves of %s/%s/%s: bucket %d failed midway", tenant, stream, d, bucket)
-			}
-			it := s.query(`SELECT leaves FROM audit_leaf_buckets WHERE tenant = ? AND stream = ? AND day = ? AND bucket = ?`,
-				tenant, stream, dayValue(d), int32(bucket)).PageSize(16).IterContext(ctx)
-			return eachChunk(it, fn, &chunks)
-		})
-		if err != nil {
+		n, err := s.eachChunk(ctx, fn, `SELECT leaves FROM audit_leaf_buckets WHERE tenant = ? AND stream = ? AND day = ? AND bucket = ?`,
+			tenant, stream, dayValue(d), int32(bucket))
+		switch {
+		case err != nil:
 			return err
-		}
-		if chunks > 0 {
+		case n > 0:
 			continue
-		}
-		if bucket > 0 {
+		case bucket > 0:
 			return nil
 		}
-		return s.do(ctx, "audit_leaves_read", func(ctx context.Context) error {
-			it := s.query(`SELECT leaves FROM audit_leaves WHERE tenant = ? AND stream = ? AND day = ?`, tenant, stream, dayValue(d)).
-				PageSize(16).IterContext(ctx)
-			var n int
-			return eachChunk(it, fn, &n)
-		})
+		_, err = s.eachChunk(ctx, fn, `SELECT leaves FROM audit_leaves WHERE tenant = ? AND stream = ? AND day = ?`, tenant, stream, dayValue(d))
+		return err
 	}
 }
 
-// eachChunk calls fn with every leaf of the chunks it scans, counting the
-// chunks in n.
-func eachChunk(it *gocql.Iter, fn func(store.AuditLeaf) error, n *int) error {
-	var v []byte
-	for it.Scan(&v) {
-		*n++
-		if err := store.EachAuditLeaf(v, fn); err != nil {
-			_ = it.Close()
-			return err
+// eachChunk runs a query of leaf chunks and calls fn with every leaf of
+// them; it returns how many chunks it read.
+func (s *Store) eachChunk(ctx context.Context, fn func(store.AuditLeaf) error, stmt string, args ...any) (int, error) {
+	n := 0
+	err := s.do(ctx, "audit_leaves_read", func(ctx context.Context) error {
+		it := s.query(stmt, args...).PageSize(16).IterContext(ctx)
+		var v []byte
+		for it.Scan(&v) {
+			n++
+			if err := store.EachAuditLeaf(v, fn); err != nil {
+				_ = it.Close()
+				return err
+			}
 		}
-	}
-	return it.Close()
+		return it.Close()
+	})
+	return n, err
 }
 
 // leafBuckets counts the buckets of a stream-day's leaves.

@@ -15,11 +15,10 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/sluicehq/sluice/internal/pebblelog"
-
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/pebblelog"
 	"github.com/sluicehq/sluice/internal/store"
 )
 
