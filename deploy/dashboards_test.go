@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/go-cmp/cmp"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/internal/chstore"
+	"github.com/sluicehq/sluice/internal/chstore/chstoretest"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -280,33 +278,7 @@ func scratchRollups(t *testing.T) *chstore.Store {
 	addr := clickhouseAddr()
 	testenv.LockClickHouse(t, false)
 	testenv.Require(t, "clickhouse", addr)
-	cfg := chstore.DefaultConfig()
-	cfg.Addr = addr
-	cfg.Database = fmt.Sprintf("sluice_deploy_%d", time.Now().UnixNano())
-	s, err := chstore.Open(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = s.Close()
-		dropDatabase(t, addr, cfg.Database)
-	})
-	if _, err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// dropDatabase drops a scratch database of the test ClickHouse.
-func dropDatabase(t *testing.T, addr, database string) {
-	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}})
-	if err == nil {
-		err = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+database)
-		_ = conn.Close()
-	}
-	if err != nil {
-		t.Errorf("drop database %s: %v", database, err)
-	}
+	return chstoretest.Scratch(t, addr, "sluice_deploy")
 }
 
 var dashT0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/chstore/chstoretest"
+
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/sluicehq/sluice/internal/config"
@@ -133,7 +135,9 @@ func TestDashboardMetricsExported(t *testing.T) {
 		if err := cqlstore.DropKeyspace(ctx, cfg, slog.New(slog.DiscardHandler)); err != nil {
 			t.Errorf("drop keyspace %s: %v", keyspace, err)
 		}
-		dropDatabase(t, chAddr, database)
+		if err := chstoretest.Drop(chAddr, database); err != nil {
+			t.Errorf("drop database %s: %v", database, err)
+		}
 	})
 	local := map[string]string{
 		"SLUICE_HTTP_ADDR":                   "127.0.0.1:0",

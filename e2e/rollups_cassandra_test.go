@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -9,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/sluicehq/sluice/internal/chstore/chstoretest"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/chstore"
@@ -34,13 +34,7 @@ func TestCassandraRollupRepair(t *testing.T) {
 	chCfg.Addr = clickHouseAddr()
 	chCfg.Database = fmt.Sprintf("sluice_e2e_repair_%d", time.Now().UnixNano())
 	t.Cleanup(func() {
-		conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{chCfg.Addr}})
-		if err != nil {
-			t.Errorf("drop database %s: %v", chCfg.Database, err)
-			return
-		}
-		defer conn.Close()
-		if err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+chCfg.Database); err != nil {
+		if err := chstoretest.Drop(chCfg.Addr, chCfg.Database); err != nil {
 			t.Errorf("drop database %s: %v", chCfg.Database, err)
 		}
 	})

@@ -2,7 +2,6 @@ package rollupfeed
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/chstore"
+	"github.com/sluicehq/sluice/internal/chstore/chstoretest"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/outbox"
 	"github.com/sluicehq/sluice/internal/reader"
@@ -57,31 +57,7 @@ func requireServer(t testing.TB, exclusive bool) {
 }
 
 func openCH(t testing.TB) *chstore.Store {
-	cfg := chstore.DefaultConfig()
-	cfg.Addr = chAddr()
-	cfg.Database = fmt.Sprintf("sluice_feed_%d", time.Now().UnixNano())
-	s, err := chstore.Open(cfg, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := s.SQL(context.Background(), "SELECT 1", 1); err == nil {
-			_ = dropDatabase(cfg)
-		}
-		_ = s.Close()
-	})
-	return s
-}
-
-func dropDatabase(cfg chstore.Config) error {
-	out, err := exec.Command("clickhouse-client", "--host", "127.0.0.1", "-q", "DROP DATABASE IF EXISTS "+cfg.Database).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%v: %s", err, out)
-	}
-	return nil
+	return chstoretest.Scratch(t, chAddr(), "sluice_feed")
 }
 
 // servers runs scripts/servers.sh.
