@@ -31,19 +31,7 @@ func TestCataloguesMatchesCatalogue(t *testing.T) {
 			other = append(other, s)
 		}
 	}
-	var b store.Batch
-	var sds []model.SeriesDay
-	for i, s := range append(same, other...) {
-		sd := model.SeriesDay{Kind: model.KindReadings, Tenant: tenant, Series: s, Day: day}
-		sds = append(sds, sd)
-		if i%5 == 4 {
-			continue // no entry
-		}
-		for n := range 1 + i%3 {
-			b.Catalogue = append(b.Catalogue, model.PartitionInfo{Key: sd.Partition(uint32(1<<24 | n)), Rows: int64(10 + i),
-				Bytes: int64(100 * i), MinTS: day.Start() + int64(i), MaxTS: day.Start() + int64(1000+i), State: "split", Closed: n < i%3})
-		}
-	}
+	b, sds := storetest.CatalogueFixture(tenant, day, append(same, other...))
 	// The same series as audit streams and on the next day: never returned.
 	b.Catalogue = append(b.Catalogue,
 		model.PartitionInfo{Key: model.PartitionKey{Kind: model.KindAudit, Tenant: tenant, Series: same[0], Day: day}, Rows: 1, State: "single"},

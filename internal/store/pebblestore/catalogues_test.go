@@ -7,7 +7,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/model"
-	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
@@ -24,19 +23,7 @@ func TestCataloguesMatchCatalogue(t *testing.T) {
 	for i := range 40 {
 		series = append(series, fmt.Sprintf("dev-%03d", 40-i))
 	}
-	var b store.Batch
-	var sds []model.SeriesDay
-	for i, s := range series {
-		sd := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: s, Day: day}
-		sds = append(sds, sd)
-		if i%5 == 4 {
-			continue // no entry
-		}
-		for n := range 1 + i%3 {
-			b.Catalogue = append(b.Catalogue, model.PartitionInfo{Key: sd.Partition(uint32(1<<24 | n)), Rows: int64(10 + i),
-				Bytes: int64(100 * i), MinTS: day.Start() + int64(i), MaxTS: day.Start() + int64(1000+i), State: "split", Closed: n < i%3})
-		}
-	}
+	b, sds := storetest.CatalogueFixture("acme", day, series)
 	b.Catalogue = append(b.Catalogue,
 		model.PartitionInfo{Key: model.PartitionKey{Kind: model.KindAudit, Tenant: "acme", Series: "d", Day: day}, Rows: 1, State: "single"},
 		model.PartitionInfo{Key: model.PartitionKey{Kind: model.KindReadings, Tenant: "acme", Series: "d", Day: day + 1}, Rows: 1, State: "single"},

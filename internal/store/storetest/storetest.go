@@ -1032,3 +1032,25 @@ func CataloguesMatch(t *testing.T, b CatalogueLoader, sds []model.SeriesDay) int
 	}
 	return entries
 }
+
+// CatalogueFixture returns a batch of catalogue entries of tenant's series
+// on day, and the series-days of series in order: every fifth series-day
+// has no entry, the others one to three split partitions with counts and
+// ranges that differ by series. Tests of Catalogues add their own edge
+// cases to it.
+func CatalogueFixture(tenant string, day model.Day, series []string) (store.Batch, []model.SeriesDay) {
+	var b store.Batch
+	var sds []model.SeriesDay
+	for i, s := range series {
+		sd := model.SeriesDay{Kind: model.KindReadings, Tenant: tenant, Series: s, Day: day}
+		sds = append(sds, sd)
+		if i%5 == 4 {
+			continue // no entry
+		}
+		for n := range 1 + i%3 {
+			b.Catalogue = append(b.Catalogue, model.PartitionInfo{Key: sd.Partition(uint32(1<<24 | n)), Rows: int64(10 + i),
+				Bytes: int64(100 * i), MinTS: day.Start() + int64(i), MaxTS: day.Start() + int64(1000+i), State: "split", Closed: n < i%3})
+		}
+	}
+	return b, sds
+}
