@@ -219,7 +219,7 @@ func TestQueryEveryCommandJSON(t *testing.T) {
 				}
 				r := p.Readings[n-1]
 				if r.DeviceID != "pump-17" || r.TS != base.Add((n-1)*time.Second).UTC().Format(wire.TimeFormat) ||
-					r.Seq == nil || *r.Seq != n-1 || r.Metrics["rpm"] != 1000+n-1 || len(r.Metrics) != 2 {
+					r.Seq == nil || *r.Seq != n-1 || r.Metrics["rpm"] != (wire.Value{Value: float64(1000 + n - 1)}) || len(r.Metrics) != 2 {
 					t.Errorf("last reading %+v, want pump-17 seq %d rpm %d", r, n-1, 1000+n-1)
 				}
 			},

@@ -537,7 +537,9 @@ func queryReadings(t *testing.T, g *gateway, dev string, from, to time.Time) []m
 			r.Seq, r.HasSeq = *w.Seq, true
 		}
 		for _, name := range slices.Sorted(maps.Keys(w.Metrics)) {
-			r.Metrics = append(r.Metrics, model.Metric{Name: name, Value: w.Metrics[name]})
+			m := model.Metric(w.Metrics[name])
+			m.Name = name
+			r.Metrics = append(r.Metrics, m)
 		}
 		rs = append(rs, r)
 	}

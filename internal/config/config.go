@@ -99,6 +99,7 @@ type Limits struct {
 	MaxMetrics         int           `mapstructure:"max_metrics"`
 	MaxIDLength        int           `mapstructure:"max_id_length"`
 	MaxTextLength      int           `mapstructure:"max_text_length"`
+	MaxStringValue     int           `mapstructure:"max_string_value"`
 	MaxAttributesBytes int           `mapstructure:"max_attributes_bytes"`
 	MaxFuture          time.Duration `mapstructure:"max_future"`
 }
@@ -107,7 +108,8 @@ type Limits struct {
 func (l Limits) Decode() decode.Limits {
 	return decode.Limits{
 		MaxRows: l.MaxRows, MaxMetrics: l.MaxMetrics, MaxIDLength: l.MaxIDLength,
-		MaxTextLength: l.MaxTextLength, MaxAttributesBytes: l.MaxAttributesBytes, MaxFuture: l.MaxFuture,
+		MaxTextLength: l.MaxTextLength, MaxStringValue: l.MaxStringValue, MaxAttributesBytes: l.MaxAttributesBytes,
+		MaxFuture: l.MaxFuture,
 	}
 }
 
@@ -146,7 +148,8 @@ func Default() Config {
 		Auth: Auth{Tokens: []Token{{Token: DevToken, Tenant: "dev"}}},
 		Limits: Limits{
 			MaxRows: d.MaxRows, MaxMetrics: d.MaxMetrics, MaxIDLength: d.MaxIDLength,
-			MaxTextLength: d.MaxTextLength, MaxAttributesBytes: d.MaxAttributesBytes, MaxFuture: d.MaxFuture,
+			MaxTextLength: d.MaxTextLength, MaxStringValue: d.MaxStringValue, MaxAttributesBytes: d.MaxAttributesBytes,
+			MaxFuture: d.MaxFuture,
 		},
 		Buckets: buckets.DefaultConfig(),
 		Sink:    sink.DefaultConfig(),

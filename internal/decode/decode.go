@@ -93,6 +93,7 @@ type Limits struct {
 	MaxMetrics         int           // metrics per reading
 	MaxIDLength        int           // bytes of device_id, stream, event_id and metric names
 	MaxTextLength      int           // bytes of actor, action, resource and outcome
+	MaxStringValue     int           // bytes of a string metric value
 	MaxAttributesBytes int           // raw bytes of an audit event's attributes object
 	MaxFuture          time.Duration // how far after now a timestamp may be
 	// Oldest, when set, refuses timestamps before it (older than the
@@ -107,6 +108,7 @@ func DefaultLimits() Limits {
 		MaxMetrics:         256,
 		MaxIDLength:        128,
 		MaxTextLength:      256,
+		MaxStringValue:     256,
 		MaxAttributesBytes: 8192,
 		MaxFuture:          5 * time.Minute,
 	}
@@ -124,6 +126,7 @@ func (l Limits) Validate() error {
 	positive("max_metrics", l.MaxMetrics)
 	positive("max_id_length", l.MaxIDLength)
 	positive("max_text_length", l.MaxTextLength)
+	positive("max_string_value", l.MaxStringValue)
 	positive("max_attributes_bytes", l.MaxAttributesBytes)
 	if l.MaxFuture < 0 {
 		errs = append(errs, fmt.Errorf("limits.max_future: must be >= 0, got %s", l.MaxFuture))

@@ -24,6 +24,7 @@ func fuzzLimits(horizon bool) Limits {
 		MaxMetrics:         6,
 		MaxIDLength:        16,
 		MaxTextLength:      24,
+		MaxStringValue:     12,
 		MaxAttributesBytes: 96,
 		MaxFuture:          5 * time.Minute,
 	}
@@ -114,8 +115,21 @@ func checkReadings(t *testing.T, rs []model.Reading, now time.Time, lim Limits) 
 			if j > 0 && r.Metrics[j-1].Name >= m.Name {
 				t.Fatalf("reading %d: metrics not sorted and unique: %v", i, r.Metrics)
 			}
-			if math.IsNaN(m.Value) || math.IsInf(m.Value, 0) {
-				t.Fatalf("reading %d: metric %s is %v", i, m.Name, m.Value)
+			switch m.Type {
+			case model.TypeFloat:
+				if math.IsNaN(m.Value) || math.IsInf(m.Value, 0) || m.Int != 0 || m.Str != "" {
+					t.Fatalf("reading %d: metric %s is %#v", i, m.Name, m)
+				}
+			case model.TypeBool:
+				if m.Value != 0 || (m.Int != 0 && m.Int != 1) || m.Str != "" {
+					t.Fatalf("reading %d: metric %s is %#v", i, m.Name, m)
+				}
+			case model.TypeString:
+				if m.Value != 0 || m.Int != 0 || len(m.Str) > lim.MaxStringValue || !utf8.ValidString(m.Str) {
+					t.Fatalf("reading %d: metric %s is %#v", i, m.Name, m)
+				}
+			default:
+				t.Fatalf("reading %d: metric %s has type %s, which JSON cannot give", i, m.Name, m.Type)
 			}
 		}
 	}
@@ -180,7 +194,14 @@ func encodeReadings(rs []model.Reading, f Format) []byte {
 			}
 			b = jsonString(b, m.Name)
 			b = append(b, ':')
-			b = strconv.AppendFloat(b, m.Value, 'g', -1, 64)
+			switch m.Type {
+			case model.TypeBool:
+				b = strconv.AppendBool(b, m.Bool())
+			case model.TypeString:
+				b = jsonString(b, m.Str)
+			default:
+				b = strconv.AppendFloat(b, m.Value, 'g', -1, 64)
+			}
 		}
 		b = append(b, '}')
 		if r.HasSeq {

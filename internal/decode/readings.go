@@ -199,15 +199,24 @@ func (d *decoder) readMetrics() ([]model.Metric, error) {
 		if err := d.colon(); err != nil {
 			return nil, err
 		}
-		v, err := d.float()
-		if err != nil {
-			return nil, err
+		m := model.Metric{Name: name}
+		switch d.peek() {
+		case 't', 'f', '"':
+			if err := d.typedValue(&m); err != nil {
+				return nil, err
+			}
+		default:
+			v, err := d.float()
+			if err != nil {
+				return nil, err
+			}
+			m.Value = v
 		}
 		d.keyAt = -1
 		if len(d.arena) == cap(d.arena) {
 			base = d.growArena(base)
 		}
-		d.arena = append(d.arena, model.Metric{Name: name, Value: v})
+		d.arena = append(d.arena, m)
 		if empty, err = d.next(); err != nil {
 			return nil, err
 		}
@@ -221,6 +230,32 @@ func (d *decoder) readMetrics() ([]model.Metric, error) {
 	}
 	d.nMetrics += len(ms)
 	return ms, nil
+}
+
+// typedValue reads a boolean or string metric value at d.pos into m.
+func (d *decoder) typedValue(m *model.Metric) error {
+	switch d.peek() {
+	case 't':
+		if err := d.literal("true"); err != nil {
+			return err
+		}
+		m.Type, m.Int = model.TypeBool, 1
+	case 'f':
+		if err := d.literal("false"); err != nil {
+			return err
+		}
+		m.Type = model.TypeBool
+	default:
+		s, err := d.str()
+		if err != nil {
+			return err
+		}
+		if reason := model.CheckStringValue(s, d.lim.MaxStringValue); reason != "" {
+			return d.fail("metrics."+m.Name, "string "+reason)
+		}
+		m.Type, m.Str = model.TypeString, string(s)
+	}
+	return nil
 }
 
 // recentName returns the metric name at d.pos if it is one of the names
@@ -290,7 +325,7 @@ func (d *decoder) float() (float64, error) {
 	}
 	field := "metrics." + d.keyString(d.keyAt)
 	if c := d.peek(); c != '-' && !isDigit(c) {
-		return 0, d.wrongType(field, "must be a number")
+		return 0, d.wrongType(field, "must be a number, boolean or string")
 	}
 	lit, err := d.number()
 	if err != nil {

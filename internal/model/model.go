@@ -4,6 +4,8 @@ package model
 
 import (
 	"fmt"
+	"math"
+	"unicode/utf8"
 	"time"
 )
 
@@ -85,10 +87,88 @@ func ParseDay(s string) (Day, error) {
 	return d, nil
 }
 
-// Metric is one named value of a reading.
+// ValueType is the type of a metric value. The zero type is float64, so a
+// Metric or ReadingRow written before typed values existed is a float.
+type ValueType uint8
+
+// The types a metric value may have.
+const (
+	TypeFloat  ValueType = 0
+	TypeInt    ValueType = 1
+	TypeBool   ValueType = 2
+	TypeString ValueType = 3
+)
+
+// String names the type as the read API and the docs do.
+func (t ValueType) String() string {
+	switch t {
+	case TypeFloat:
+		return "float"
+	case TypeInt:
+		return "int"
+	case TypeBool:
+		return "bool"
+	case TypeString:
+		return "string"
+	default:
+		return fmt.Sprintf("type(%d)", uint8(t))
+	}
+}
+
+// Valid reports whether t is one of the four types.
+func (t ValueType) Valid() bool { return t <= TypeString }
+
+// Metric is one named value of a reading. Which field holds the value
+// depends on Type: Value for a float (the zero Type), Int for an int and
+// for a bool (1 true, 0 false), Str for a string. The other fields are zero.
 type Metric struct {
 	Name  string
 	Value float64
+	Type  ValueType
+	Int   int64
+	Str   string
+}
+
+// IntMetric returns the metric name = v, typed int.
+func IntMetric(name string, v int64) Metric { return Metric{Name: name, Type: TypeInt, Int: v} }
+
+// BoolMetric returns the metric name = v, typed bool.
+func BoolMetric(name string, v bool) Metric {
+	return Metric{Name: name, Type: TypeBool, Int: boolInt(v)}
+}
+
+// StringMetric returns the metric name = v, typed string.
+func StringMetric(name, v string) Metric { return Metric{Name: name, Type: TypeString, Str: v} }
+
+func boolInt(v bool) int64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// Bool returns the value of a bool metric.
+func (m Metric) Bool() bool { return m.Int != 0 }
+
+// SameValue reports whether m and o hold the same typed value (names are
+// not compared). Floats compare by bits, so NaN equals itself.
+func (m Metric) SameValue(o Metric) bool {
+	return m.Type == o.Type && math.Float64bits(m.Value) == math.Float64bits(o.Value) && m.Int == o.Int && m.Str == o.Str
+}
+
+// Any returns the value as a Go value of its type: float64, int64, bool or
+// string (for JSON and display).
+func (m Metric) Any() any {
+	switch m.Type {
+	case TypeInt:
+		return m.Int
+	case TypeBool:
+		return m.Int != 0
+	case TypeString:
+		return m.Str
+	default:
+		return m.Value
+	}
 }
 
 // Reading is what a device reports at one instant. TS is in milliseconds since
@@ -178,9 +258,17 @@ func (p PartitionInfo) Overlaps(from, to int64) bool {
 type ReadingRow struct {
 	TS     int64
 	Metric string
-	Value  float64
+	Value  float64   // a float's value
+	Type   ValueType // as in Metric
+	Int    int64     // an int's value, or a bool's (1 or 0)
+	Str    string    // a string's value
 	Seq    int64
 	HasSeq bool
+}
+
+// MetricOf returns the row's metric with its typed value.
+func (r ReadingRow) MetricOf() Metric {
+	return Metric{Name: r.Metric, Value: r.Value, Type: r.Type, Int: r.Int, Str: r.Str}
 }
 
 // ReadingRows flattens readings into rows, in input order.
@@ -189,7 +277,7 @@ func ReadingRows(r Reading) []ReadingRow { return AppendReadingRows(nil, r) }
 // AppendReadingRows appends the rows of r to dst.
 func AppendReadingRows(dst []ReadingRow, r Reading) []ReadingRow {
 	for _, m := range r.Metrics {
-		dst = append(dst, ReadingRow{TS: r.TS, Metric: m.Name, Value: m.Value, Seq: r.Seq, HasSeq: r.HasSeq})
+		dst = append(dst, ReadingRow{TS: r.TS, Metric: m.Name, Value: m.Value, Type: m.Type, Int: m.Int, Str: m.Str, Seq: r.Seq, HasSeq: r.HasSeq})
 	}
 	return dst
 }
@@ -197,7 +285,7 @@ func AppendReadingRows(dst []ReadingRow, r Reading) []ReadingRow {
 // Size is the row's payload size in bytes as the partition bound counts it:
 // clustering key plus value, without the partition key every row shares.
 func (r ReadingRow) Size() int64 {
-	n := int64(8 + len(r.Metric) + 9)
+	n := int64(8 + len(r.Metric) + 9 + len(r.Str))
 	if r.HasSeq {
 		n += 8
 	}
@@ -223,6 +311,18 @@ type DeadLetter struct {
 	Error     string // the full error message
 	Payload   []byte // the payload, cut at the configured size limit
 	Truncated bool   // Payload was cut
+}
+
+// CheckStringValue returns why b may not be the value of a string metric,
+// or "": it must be valid UTF-8 of at most max bytes.
+func CheckStringValue(b []byte, max int) string {
+	if len(b) > max {
+		return fmt.Sprintf("is %d bytes long; at most %d allowed", len(b), max)
+	}
+	if !utf8.Valid(b) {
+		return "is not valid UTF-8"
+	}
+	return ""
 }
 
 // TenantRule says what a tenant name may be, for error messages.

@@ -146,7 +146,7 @@ func Readings(ctx context.Context, st Store, q Query) ([]model.Reading, string, 
 	emit := func(r model.ReadingRow) bool {
 		if n := len(out); n > 0 && out[n-1].TS == r.TS {
 			last := &out[n-1]
-			last.Metrics = append(last.Metrics, model.Metric{Name: r.Metric, Value: r.Value})
+			last.Metrics = append(last.Metrics, r.MetricOf())
 			if r.HasSeq {
 				last.Seq, last.HasSeq = r.Seq, true
 			}
@@ -156,7 +156,7 @@ func Readings(ctx context.Context, st Store, q Query) ([]model.Reading, string, 
 			return false
 		}
 		out = append(out, model.Reading{DeviceID: q.Series, TS: r.TS, Seq: r.Seq, HasSeq: r.HasSeq,
-			Metrics: []model.Metric{{Name: r.Metric, Value: r.Value}}})
+			Metrics: []model.Metric{r.MetricOf()}})
 		return true
 	}
 	more, err := mergeRange(ctx, st, model.KindReadings, q, after, scan, pos, emit)

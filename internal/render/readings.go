@@ -40,7 +40,7 @@ func ReadingsTable(rs []model.Reading) Table {
 		row := make([]string, len(t.Columns))
 		row[0] = Time(r.TS)
 		for _, m := range r.Metrics {
-			row[col[m.Name]] = Float(m.Value)
+			row[col[m.Name]] = Value(m)
 		}
 		if r.HasSeq {
 			row[len(row)-1] = strconv.FormatInt(r.Seq, 10)

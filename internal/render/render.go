@@ -20,6 +20,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/model"
 )
 
 // TimeFormat is how timestamps are written: RFC 3339, UTC, milliseconds.
@@ -171,4 +173,20 @@ func Bytes(n int64) string {
 		i++
 	}
 	return fmt.Sprintf("%.1f %s", v, suffixes[i])
+}
+
+// Value formats a typed metric value for a table: a float as Float does,
+// an int in decimal, a bool as true or false, and a string quoted, so that
+// the string "21.5" does not pass for a number.
+func Value(m model.Metric) string {
+	switch m.Type {
+	case model.TypeInt:
+		return strconv.FormatInt(m.Int, 10)
+	case model.TypeBool:
+		return strconv.FormatBool(m.Bool())
+	case model.TypeString:
+		return strconv.Quote(m.Str)
+	default:
+		return Float(m.Value)
+	}
 }

@@ -741,7 +741,7 @@ func (s *Sink) plan(group []*pending) {
 			r := &p.req.Readings[i]
 			var size int64
 			for _, m := range r.Metrics {
-				size += model.ReadingRow{TS: r.TS, Metric: m.Name, HasSeq: r.HasSeq}.Size()
+				size += model.ReadingRow{TS: r.TS, Metric: m.Name, Str: m.Str, HasSeq: r.HasSeq}.Size()
 			}
 			var pt *buckets.Partition
 			if pt, err = s.planner.Place(hs[i], r.TS, int64(len(r.Metrics)), size); err != nil {

@@ -35,18 +35,20 @@ type Reading struct {
 	DeviceID string             `json:"device_id"`
 	TS       string             `json:"ts"`
 	Seq      *int64             `json:"seq,omitempty"`
-	Metrics  map[string]float64 `json:"metrics"`
+	Metrics  map[string]Value `json:"metrics"`
 }
 
 // ReadingOf converts a model reading.
 func ReadingOf(r model.Reading) Reading {
-	j := Reading{DeviceID: r.DeviceID, TS: FormatTS(r.TS), Metrics: make(map[string]float64, len(r.Metrics))}
+	j := Reading{DeviceID: r.DeviceID, TS: FormatTS(r.TS), Metrics: make(map[string]Value, len(r.Metrics))}
 	if r.HasSeq {
 		seq := r.Seq
 		j.Seq = &seq
 	}
 	for _, m := range r.Metrics {
-		j.Metrics[m.Name] = m.Value
+		name := m.Name
+		m.Name = ""
+		j.Metrics[name] = Value(m)
 	}
 	return j
 }
@@ -62,7 +64,9 @@ func (j Reading) Model() (model.Reading, error) {
 		r.Seq, r.HasSeq = *j.Seq, true
 	}
 	for name, v := range j.Metrics {
-		r.Metrics = append(r.Metrics, model.Metric{Name: name, Value: v})
+		m := model.Metric(v)
+		m.Name = name
+		r.Metrics = append(r.Metrics, m)
 	}
 	slices.SortFunc(r.Metrics, func(a, b model.Metric) int { return cmp.Compare(a.Name, b.Name) })
 	return r, nil

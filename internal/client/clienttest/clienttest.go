@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // Tenant is the data one token can read. Readings and Events must be sorted
@@ -231,9 +232,9 @@ func (s *Server) readings(w http.ResponseWriter, r *http.Request, t Tenant) {
 		if rd.HasSeq {
 			m["seq"] = rd.Seq
 		}
-		metrics := map[string]float64{}
+		metrics := map[string]wire.Value{}
 		for _, mt := range rd.Metrics {
-			metrics[mt.Name] = mt.Value
+			metrics[mt.Name] = wire.Value(mt)
 		}
 		m["metrics"] = metrics
 		list[i] = m

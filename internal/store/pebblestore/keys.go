@@ -94,14 +94,28 @@ func prefixEnd(prefix []byte) []byte {
 
 var errCorrupt = errors.New("corrupt value")
 
-// Reading value: flags (bit 0: has seq), float64 bits, then seq as a varint.
+// Reading value: a flags byte, the typed value, then seq as a varint when
+// flag bit 0 is set. Flag bits 1-2 hold the value's type (model.ValueType):
+// a float (0, what every value written before typed values was) or an int
+// is 8 bytes big-endian (float64 bits, int64), a bool one byte (0 or 1), a
+// string its length as a uvarint then its bytes. Bits 3-7 are zero.
 func encodeReading(b []byte, r model.ReadingRow) []byte {
-	var flags byte
+	flags := byte(r.Type&3) << 1
 	if r.HasSeq {
-		flags = 1
+		flags |= 1
 	}
 	b = append(b, flags)
-	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Value))
+	switch r.Type {
+	case model.TypeInt:
+		b = binary.BigEndian.AppendUint64(b, uint64(r.Int))
+	case model.TypeBool:
+		b = append(b, byte(r.Int&1))
+	case model.TypeString:
+		b = binary.AppendUvarint(b, uint64(len(r.Str)))
+		b = append(b, r.Str...)
+	default:
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Value))
+	}
 	if r.HasSeq {
 		b = binary.AppendVarint(b, r.Seq)
 	}
@@ -122,14 +136,41 @@ func AppendReading(key, val []byte, pk model.PartitionKey, r model.ReadingRow) (
 }
 
 func decodeReading(v []byte, r *model.ReadingRow) error {
-	if len(v) < 9 {
+	if len(v) < 1 || v[0]>>3 != 0 {
 		return fmt.Errorf("reading value of %d bytes: %w", len(v), errCorrupt)
 	}
-	r.Value = math.Float64frombits(binary.BigEndian.Uint64(v[1:9]))
+	r.Type = model.ValueType(v[0]>>1) & 3
 	r.HasSeq = v[0]&1 != 0
-	r.Seq = 0
+	r.Value, r.Int, r.Str, r.Seq = 0, 0, "", 0
+	rest := v[1:]
+	switch r.Type {
+	case model.TypeFloat, model.TypeInt:
+		if len(rest) < 8 {
+			return fmt.Errorf("reading value of %d bytes: %w", len(v), errCorrupt)
+		}
+		u := binary.BigEndian.Uint64(rest)
+		if r.Type == model.TypeInt {
+			r.Int = int64(u)
+		} else {
+			r.Value = math.Float64frombits(u)
+		}
+		rest = rest[8:]
+	case model.TypeBool:
+		if len(rest) < 1 || rest[0] > 1 {
+			return fmt.Errorf("reading bool value: %w", errCorrupt)
+		}
+		r.Int = int64(rest[0])
+		rest = rest[1:]
+	case model.TypeString:
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || n > uint64(len(rest)-k) {
+			return fmt.Errorf("reading string value: %w", errCorrupt)
+		}
+		r.Str = string(rest[k : k+int(n)])
+		rest = rest[k+int(n):]
+	}
 	if r.HasSeq {
-		s, n := binary.Varint(v[9:])
+		s, n := binary.Varint(rest)
 		if n <= 0 {
 			return fmt.Errorf("reading seq: %w", errCorrupt)
 		}

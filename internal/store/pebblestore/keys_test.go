@@ -3,6 +3,8 @@ package pebblestore
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
+	"errors"
 	"log/slog"
 	"testing"
 
@@ -46,5 +48,42 @@ func TestAppendReadingMatchesCommit(t *testing.T) {
 	}
 	if i != len(rows) {
 		t.Errorf("Commit wrote %d reading keys, want %d", i, len(rows))
+	}
+}
+
+// TestReadingValueFormat pins the bytes of a reading value: a store written
+// before typed values (flags 0 or 1, float bits, seq) must keep reading
+// back as floats, and a value that is cut or has unknown flags is corrupt.
+func TestReadingValueFormat(t *testing.T) {
+	cases := []struct {
+		name  string
+		bytes string // hex
+		row   model.ReadingRow
+	}{
+		{"float, as written before typed values", "00" + "4035800000000000", model.ReadingRow{Value: 21.5}},
+		{"float with seq, as written before typed values", "01" + "4035800000000000" + "0e", model.ReadingRow{Value: 21.5, Seq: 7, HasSeq: true}},
+		{"int", "02" + "fffffffffffffffe", model.ReadingRow{Type: model.TypeInt, Int: -2}},
+		{"bool true with seq", "05" + "01" + "01", model.ReadingRow{Type: model.TypeBool, Int: 1, Seq: -1, HasSeq: true}},
+		{"bool false", "04" + "00", model.ReadingRow{Type: model.TypeBool}},
+		{"string", "06" + "04" + "69646c65", model.ReadingRow{Type: model.TypeString, Str: "idle"}},
+		{"empty string with seq", "07" + "00" + "02", model.ReadingRow{Type: model.TypeString, Seq: 1, HasSeq: true}},
+	}
+	for _, tc := range cases {
+		if got := hex.EncodeToString(encodeReading(nil, tc.row)); got != tc.bytes {
+			t.Errorf("%s: encoded %s, want %s", tc.name, got, tc.bytes)
+		}
+		b, _ := hex.DecodeString(tc.bytes)
+		got := model.ReadingRow{Value: 99, Int: 99, Str: "stale", Seq: 99}
+		if err := decodeReading(b, &got); err != nil || got != tc.row {
+			t.Errorf("%s: decoded %+v, %v; want %+v", tc.name, got, err, tc.row)
+		}
+	}
+	for _, bad := range []string{"", "00", "004035", "01" + "4035800000000000", "08" + "4035800000000000",
+		"02" + "00", "04", "04" + "02", "06", "06" + "05" + "69646c65", "06" + "ffffffffffffffffff01"} {
+		b, _ := hex.DecodeString(bad)
+		var r model.ReadingRow
+		if err := decodeReading(b, &r); !errors.Is(err, errCorrupt) {
+			t.Errorf("decode %s: %v, want a corrupt value", bad, err)
+		}
 	}
 }

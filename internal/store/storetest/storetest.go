@@ -191,6 +191,23 @@ func testReadingsRoundTrip(t *testing.T, b Backend) {
 			},
 		},
 		{
+			name: "typed values",
+			pk:   readingsKey("t1", "door-3", 1_790_000_000_000, 0),
+			rows: []model.ReadingRow{
+				{TS: 1_790_000_000_000, Metric: "count", Type: model.TypeInt, Int: math.MinInt64},
+				{TS: 1_790_000_000_000, Metric: "fw", Type: model.TypeString, Str: "1.4.2"},
+				{TS: 1_790_000_000_000, Metric: "note", Type: model.TypeString, Str: "caf\u00e9 \"q\"\n\x00"},
+				{TS: 1_790_000_000_000, Metric: "open", Type: model.TypeBool, Int: 1},
+				{TS: 1_790_000_000_000, Metric: "shut", Type: model.TypeBool, Int: 0},
+				{TS: 1_790_000_000_000, Metric: "state", Type: model.TypeString, Str: ""},
+				{TS: 1_790_000_000_000, Metric: "temp_c", Value: 21.5},
+				{TS: 1_790_000_000_001, Metric: "count", Type: model.TypeInt, Int: math.MaxInt64, Seq: -3, HasSeq: true},
+				{TS: 1_790_000_000_001, Metric: "fw", Type: model.TypeString, Str: strings.Repeat("x", 300), Seq: -3, HasSeq: true},
+				{TS: 1_790_000_000_001, Metric: "open", Type: model.TypeBool, Int: 0, Seq: -3, HasSeq: true},
+				{TS: 1_790_000_000_002, Metric: "count", Type: model.TypeInt, Int: 0},
+			},
+		},
+		{
 			name: "day before the epoch",
 			pk:   readingsKey("t1", "dev-1", -1, 0),
 			rows: []model.ReadingRow{
@@ -396,6 +413,22 @@ func testOverwrite(t *testing.T, b Backend) {
 		{
 			model.ReadingRow{TS: 10, Metric: "a", Value: 3, Seq: 9, HasSeq: true},
 			model.AuditEvent{EventID: "e", Stream: "s", TS: 10, Actor: "third", Outcome: "ok"},
+		},
+		{ // the metric's type changes: the last write wins, type and all
+			model.ReadingRow{TS: 10, Metric: "a", Type: model.TypeString, Str: "idle"},
+			model.AuditEvent{EventID: "e", Stream: "s", TS: 10, Actor: "fourth"},
+		},
+		{
+			model.ReadingRow{TS: 10, Metric: "a", Type: model.TypeBool, Int: 1, Seq: 2, HasSeq: true},
+			model.AuditEvent{EventID: "e", Stream: "s", TS: 10, Actor: "fifth"},
+		},
+		{
+			model.ReadingRow{TS: 10, Metric: "a", Type: model.TypeInt, Int: -4},
+			model.AuditEvent{EventID: "e", Stream: "s", TS: 10, Actor: "sixth"},
+		},
+		{
+			model.ReadingRow{TS: 10, Metric: "a", Value: 2.5},
+			model.AuditEvent{EventID: "e", Stream: "s", TS: 10, Actor: "seventh"},
 		},
 	}
 	neighbour := model.ReadingRow{TS: 10, Metric: "b", Value: 42}
