@@ -5,8 +5,8 @@ package model
 import (
 	"fmt"
 	"math"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 )
 
 // Kind says which table a partition belongs to.

@@ -32,9 +32,9 @@ func ParseTS(s string) (int64, error) {
 
 // Reading is the JSON form of a reading.
 type Reading struct {
-	DeviceID string             `json:"device_id"`
-	TS       string             `json:"ts"`
-	Seq      *int64             `json:"seq,omitempty"`
+	DeviceID string           `json:"device_id"`
+	TS       string           `json:"ts"`
+	Seq      *int64           `json:"seq,omitempty"`
 	Metrics  map[string]Value `json:"metrics"`
 }
 
