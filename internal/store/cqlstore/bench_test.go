@@ -91,7 +91,7 @@ func BenchmarkWriteDirectGocql(b *testing.B) {
 	tenant := unique(b)
 	base := int64(20_600) * model.MillisPerDay
 	day := model.DayOf(base)
-	const ins = `INSERT INTO readings (tenant, device, day, sub, ts, metric, value, seq, has_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	const ins = `INSERT INTO readings (tenant, device, day, sub, ts, metric, value, vtype, ivalue, svalue, seq, has_seq) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, '', ?, ?)`
 	sem := make(chan struct{}, cfg.MaxConcurrentRequests)
 	iter := 0
 	start := time.Now()

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/sluicehq/sluice/internal/store/cqlstore"
 )
 
@@ -56,11 +57,17 @@ func TestSchemaRenders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(stmts) != 1+len(cqlstore.Tables)+1 {
-		t.Fatalf("schema has %d statements, want the keyspace, %d tables and a column added", len(stmts), len(cqlstore.Tables))
+	added := []string{
+		"ALTER TABLE ks1.catalogue ADD ahead boolean",
+		"ALTER TABLE ks1.readings ADD vtype tinyint",
+		"ALTER TABLE ks1.readings ADD ivalue bigint",
+		"ALTER TABLE ks1.readings ADD svalue text",
 	}
-	if last := stmts[len(stmts)-1]; last != "ALTER TABLE ks1.catalogue ADD ahead boolean" {
-		t.Errorf("last statement = %q, want the ahead column added", last)
+	if len(stmts) != 1+len(cqlstore.Tables)+len(added) {
+		t.Fatalf("schema has %d statements, want the keyspace, %d tables and %d columns added", len(stmts), len(cqlstore.Tables), len(added))
+	}
+	if diff := cmp.Diff(added, stmts[len(stmts)-len(added):]); diff != "" {
+		t.Errorf("columns added (-want +got):\n%s", diff)
 	}
 	if !strings.Contains(stmts[0], "CREATE KEYSPACE IF NOT EXISTS ks1") || !strings.Contains(stmts[0], "'NetworkTopologyStrategy', 'replication_factor': 3") {
 		t.Errorf("keyspace statement: %s", stmts[0])

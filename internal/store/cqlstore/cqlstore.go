@@ -226,7 +226,7 @@ func (s *Store) observe(ctx context.Context, name string, o op) error {
 
 // Statements. Table names are unqualified: the session uses the keyspace.
 const (
-	insReading   = `INSERT INTO readings (tenant, device, day, sub, ts, metric, value, seq, has_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insReading   = `INSERT INTO readings (tenant, device, day, sub, ts, metric, value, vtype, ivalue, svalue, seq, has_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insAudit     = `INSERT INTO audit (tenant, stream, day, sub, ts, event_id, actor, action, resource, outcome, attributes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insAuditID   = `INSERT INTO audit_ids (tenant, day, bucket, event_id) VALUES (?, ?, ?, ?)`
 	insCatalogue = `INSERT INTO catalogue (tenant, kind, day, shard, series, sub, row_count, byte_count, min_ts, max_ts, state, closed, ahead) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`
@@ -589,7 +589,7 @@ func (s *Store) rowOps(b *store.Batch, ts int64) []op {
 		day, sub := dayValue(k.Day), int32(k.Sub)
 		entries := make([]gocql.BatchEntry, 0, len(pw.Readings)+len(pw.Events))
 		for _, r := range pw.Readings {
-			entries = append(entries, entry(insReading, k.Tenant, k.Series, day, sub, r.TS, r.Metric, r.Value, r.Seq, r.HasSeq))
+			entries = append(entries, entry(insReading, k.Tenant, k.Series, day, sub, r.TS, r.Metric, r.Value, int8(r.Type), r.Int, r.Str, r.Seq, r.HasSeq))
 		}
 		for _, e := range pw.Events {
 			entries = append(entries, entry(insAudit, k.Tenant, k.Series, day, sub, e.TS, e.EventID,

@@ -254,16 +254,24 @@ func scanRange[T any](ctx context.Context, s *Store, name, stmt string, keyArgs 
 // clustering order (TS, metric).
 func (s *Store) ScanReadings(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.ReadingRow, error) {
 	out, err := scanRange(ctx, s, "readings_read",
-		`SELECT ts, metric, value, seq, has_seq FROM readings WHERE tenant = ? AND device = ? AND day = ? AND sub = ? AND `,
+		`SELECT ts, metric, value, vtype, ivalue, svalue, seq, has_seq FROM readings WHERE tenant = ? AND device = ? AND day = ? AND sub = ? AND `,
 		[]any{pk.Tenant, pk.Series, dayValue(pk.Day), int32(pk.Sub)}, "metric", r, limit,
 		func(it *gocql.Iter) (model.ReadingRow, bool) {
 			var row model.ReadingRow
-			ok := it.Scan(&row.TS, &row.Metric, &row.Value, &row.Seq, &row.HasSeq)
+			var vtype int8
+			ok := it.Scan(&row.TS, &row.Metric, &row.Value, &vtype, &row.Int, &row.Str, &row.Seq, &row.HasSeq)
+			row.Type = model.ValueType(vtype)
 			return row, ok
 		},
 		func(row model.ReadingRow) store.Pos { return store.Pos{TS: row.TS, Key: row.Metric} })
 	if err != nil {
 		return nil, fmt.Errorf("scan %v: %w", pk, err)
+	}
+	for _, row := range out {
+		if !row.Type.Valid() {
+			return nil, fmt.Errorf("scan %v: metric %s at %d has value type %d, which this gateway does not know (written by a newer version?)",
+				pk, row.Metric, row.TS, uint8(row.Type))
+		}
 	}
 	return out, nil
 }
