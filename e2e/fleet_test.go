@@ -393,6 +393,7 @@ func runLimit(tb testing.TB, l fleetLoad) fleetResult {
 	for range l.Clients {
 		wg.Go(func() {
 			var key, val []byte
+			var rows []model.ReadingRow
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= l.requests() {
@@ -403,11 +404,14 @@ func runLimit(tb testing.TB, l fleetLoad) fleetResult {
 				for k := from; k < to; k++ {
 					ts := l.ts(day, k)
 					pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: l.device(k), Day: model.DayOf(ts)}.Partition(0)
+					rows = rows[:0]
 					for m := range metrics(k) {
-						key, val = pebblestore.AppendReading(key[:0], val[:0], pk, model.ReadingRow{TS: ts, Metric: fleetMetrics[m], Value: metricValue(k, m)})
-						if err := batch.Set(key, val, nil); err != nil {
-							tb.Error(err)
-						}
+						rows = append(rows, model.ReadingRow{TS: ts, Metric: fleetMetrics[m], Value: metricValue(k, m)})
+					}
+					slices.SortFunc(rows, func(a, b model.ReadingRow) int { return strings.Compare(a.Metric, b.Metric) })
+					key, val = pebblestore.AppendReading(key[:0], val[:0], pk, rows)
+					if err := batch.Merge(key, val, nil); err != nil {
+						tb.Error(err)
 					}
 				}
 				if err := batch.Commit(pebble.Sync); err != nil {

@@ -322,11 +322,12 @@ func benchPebbleLimit(b *testing.B, workload string) {
 		defer batch.Close()
 		for _, r := range reqs[i%len(reqs)] {
 			pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "bench", Series: r.device, Day: model.DayOf(r.ts)}.Partition(0)
-			for _, m := range [2]model.Metric{{Name: "rpm", Value: r.rpm}, {Name: "temp_c", Value: r.temp}} {
-				key, val = pebblestore.AppendReading(key[:0], val[:0], pk, model.ReadingRow{TS: r.ts, Metric: m.Name, Value: m.Value, Seq: 1, HasSeq: true})
-				if err := batch.Set(key, val, nil); err != nil {
-					b.Error(err)
-				}
+			key, val = pebblestore.AppendReading(key[:0], val[:0], pk, []model.ReadingRow{
+				{TS: r.ts, Metric: "rpm", Value: r.rpm, Seq: 1, HasSeq: true},
+				{TS: r.ts, Metric: "temp_c", Value: r.temp, Seq: 1, HasSeq: true},
+			})
+			if err := batch.Merge(key, val, nil); err != nil {
+				b.Error(err)
 			}
 		}
 		if err := batch.Commit(pebble.Sync); err != nil {

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -293,9 +295,10 @@ func profileGateway(b *testing.B) func() {
 func storeDrain(b *testing.B, topics, payloads []string) (time.Duration, cpuUse) {
 	// The gateway's rows, with its partition keys (tenant of testConfig,
 	// one partition per device-day: no device outgrows the bound here).
+	// One entry per reading: its cells, in name order, make one key.
 	type cell struct {
-		pk model.PartitionKey
-		r  model.ReadingRow
+		pk   model.PartitionKey
+		rows []model.ReadingRow
 	}
 	var cells []cell
 	for i, p := range payloads {
@@ -310,9 +313,11 @@ func storeDrain(b *testing.B, topics, payloads []string) (time.Duration, cpuUse)
 		}
 		for _, r := range rs {
 			pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: dev, Day: model.DayOf(r.TS)}.Partition(0)
-			for m, v := range r.Metrics {
-				cells = append(cells, cell{pk, model.ReadingRow{TS: r.TS, Metric: m, Value: v, Seq: r.Seq, HasSeq: true}})
+			c := cell{pk: pk}
+			for _, m := range slices.Sorted(maps.Keys(r.Metrics)) {
+				c.rows = append(c.rows, model.ReadingRow{TS: r.TS, Metric: m, Value: r.Metrics[m], Seq: r.Seq, HasSeq: true})
 			}
+			cells = append(cells, c)
 		}
 	}
 	db, err := pebblestore.OpenDB(b.TempDir(), 0, slog.New(slog.DiscardHandler))
@@ -327,15 +332,17 @@ func storeDrain(b *testing.B, topics, payloads []string) (time.Duration, cpuUse)
 	for range scfg.Commits {
 		wg.Go(func() {
 			var key, val []byte
+			// A batch of sink.batch_rows rows: the readings of that many cells.
+			perBatch := max(1, scfg.BatchRows/max(1, len(cells[0].rows)))
 			for {
-				from := int(next.Add(int64(scfg.BatchRows))) - scfg.BatchRows
+				from := int(next.Add(int64(perBatch))) - perBatch
 				if from >= len(cells) {
 					return
 				}
 				batch := db.NewBatch()
-				for _, c := range cells[from:min(from+scfg.BatchRows, len(cells))] {
-					key, val = pebblestore.AppendReading(key[:0], val[:0], c.pk, c.r)
-					if err := batch.Set(key, val, nil); err != nil {
+				for _, c := range cells[from:min(from+perBatch, len(cells))] {
+					key, val = pebblestore.AppendReading(key[:0], val[:0], c.pk, c.rows)
+					if err := batch.Merge(key, val, nil); err != nil {
 						b.Error(err)
 					}
 				}

@@ -122,19 +122,6 @@ func encodeReading(b []byte, r model.ReadingRow) []byte {
 	return b
 }
 
-// appendReadingKey appends, to the partition prefix in b, the rest of the
-// key of reading row r.
-func appendReadingKey(b []byte, r model.ReadingRow) []byte {
-	return append(appendTS(b, r.TS), r.Metric...)
-}
-
-// AppendReading appends to key and val the key and value that Commit
-// writes for reading row r of partition pk. The benchmarks' limits use it,
-// so that they write exactly the gateway's keys.
-func AppendReading(key, val []byte, pk model.PartitionKey, r model.ReadingRow) ([]byte, []byte) {
-	return appendReadingKey(partitionPrefix(key, pk), r), encodeReading(val, r)
-}
-
 func decodeReading(v []byte, r *model.ReadingRow) error {
 	if len(v) < 1 || v[0]>>3 != 0 {
 		return fmt.Errorf("reading value of %d bytes: %w", len(v), errCorrupt)

@@ -23,9 +23,14 @@ func TestAppendReadingMatchesCommit(t *testing.T) {
 	}
 	defer s.Close()
 	pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: "pump-7", Day: 20_000}.Partition(3)
-	rows := []model.ReadingRow{
-		{TS: model.Day(20_000).Start() + 5, Metric: "rpm", Value: 1180, Seq: 9, HasSeq: true},
-		{TS: model.Day(20_000).Start() + 6, Metric: "temp_c", Value: -2.5},
+	t0 := model.Day(20_000).Start()
+	readings := [][]model.ReadingRow{
+		{{TS: t0 + 5, Metric: "rpm", Value: 1180, Seq: 9, HasSeq: true}, {TS: t0 + 5, Metric: "state", Type: model.TypeString, Str: "idle", Seq: 9, HasSeq: true}},
+		{{TS: t0 + 6, Metric: "temp_c", Value: -2.5}},
+	}
+	var rows []model.ReadingRow
+	for _, r := range readings {
+		rows = append(rows, r...)
 	}
 	if err := s.Commit(context.Background(), &store.Batch{Partitions: []store.PartitionWrite{{Key: pk, Readings: rows}}}); err != nil {
 		t.Fatal(err)
@@ -37,17 +42,17 @@ func TestAppendReadingMatchesCommit(t *testing.T) {
 	defer it.Close()
 	i := 0
 	for ok := it.First(); ok; ok = it.Next() {
-		if i >= len(rows) {
-			t.Fatalf("Commit wrote more than %d reading keys", len(rows))
+		if i >= len(readings) {
+			t.Fatalf("Commit wrote more than %d reading keys", len(readings))
 		}
-		key, val := AppendReading(nil, nil, pk, rows[i])
+		key, val := AppendReading(nil, nil, pk, readings[i])
 		if !bytes.Equal(it.Key(), key) || !bytes.Equal(it.Value(), val) {
-			t.Errorf("row %d: Commit wrote %x = %x, AppendReading gives %x = %x", i, it.Key(), it.Value(), key, val)
+			t.Errorf("reading %d: Commit wrote %x = %x, AppendReading gives %x = %x", i, it.Key(), it.Value(), key, val)
 		}
 		i++
 	}
-	if i != len(rows) {
-		t.Errorf("Commit wrote %d reading keys, want %d", i, len(rows))
+	if i != len(readings) {
+		t.Errorf("Commit wrote %d reading keys, want %d", i, len(readings))
 	}
 }
 

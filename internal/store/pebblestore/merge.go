@@ -5,8 +5,6 @@ import (
 	"io"
 	"sync/atomic"
 	"time"
-
-	"github.com/cockroachdb/pebble/v2"
 )
 
 // Catalogue entries are written with Pebble merge operations, each value
@@ -18,13 +16,6 @@ import (
 // older copy that would hide acknowledged rows.
 
 const catalogueMergerName = "sluice.catalogue.v1"
-
-var catalogueMerger = &pebble.Merger{
-	Name: catalogueMergerName,
-	Merge: func(_, value []byte) (pebble.ValueMerger, error) {
-		return &latestVersion{best: append([]byte(nil), value...)}, nil
-	},
-}
 
 // latestVersion is a pebble.ValueMerger keeping the highest-versioned value.
 type latestVersion struct{ best []byte }

@@ -70,7 +70,7 @@ func OpenDB(dir string, cacheBytes int64, logger *slog.Logger) (*pebble.DB, erro
 	defer cache.Unref()
 	return pebble.Open(dir, &pebble.Options{
 		Cache:                       cache,
-		Merger:                      catalogueMerger,
+		Merger:                      storeMerger,
 		Logger:                      pebblelog.New(logger, "pebble"),
 		MemTableSize:                64 << 20,
 		MemTableStopWritesThreshold: 4,
@@ -99,12 +99,9 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 		prefix := partitionPrefix(key[:0], pw.Key)
 		plen := len(prefix)
 		key = prefix
-		for _, r := range pw.Readings {
-			key = appendReadingKey(key[:plen], r)
-			val = encodeReading(val[:0], r)
-			if err := pb.Set(key, val, nil); err != nil {
-				return fmt.Errorf("stage reading of %v: %w", pw.Key, err)
-			}
+		var err error
+		if key, val, err = appendReadings(pb, key, val, pw.Readings); err != nil {
+			return fmt.Errorf("stage readings of %v: %w", pw.Key, err)
 		}
 		for _, e := range pw.Events {
 			key = appendTS(key[:plen], e.TS)
@@ -305,19 +302,6 @@ func scanPrefix(ctx context.Context, src iterSource, prefix []byte, r store.Rang
 // clustering order (TS, metric).
 func (s *Store) ScanReadings(ctx context.Context, pk model.PartitionKey, r store.Range, limit int) ([]model.ReadingRow, error) {
 	return scanReadings(ctx, s, pk, r, limit)
-}
-
-func scanReadings(ctx context.Context, src iterSource, pk model.PartitionKey, r store.Range, limit int) ([]model.ReadingRow, error) {
-	var out []model.ReadingRow
-	err := scan(ctx, src, pk, r, limit, func(ts int64, ck, v []byte) error {
-		row := model.ReadingRow{TS: ts, Metric: string(ck)}
-		if err := decodeReading(v, &row); err != nil {
-			return err
-		}
-		out = append(out, row)
-		return nil
-	})
-	return out, err
 }
 
 // ScanAudit returns up to limit events of an audit partition inside r, in

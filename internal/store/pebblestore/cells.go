@@ -1,0 +1,327 @@
+package pebblestore
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+// # One key per reading
+//
+// A reading is stored under one key, its partition prefix and timestamp,
+// and its value is the reading's cells: for each metric, in name order, the
+// name's length as a uvarint, the name, and the cell as encodeReading
+// writes it (flags, typed value, seq). The key is written with a Pebble
+// merge, not a set, so that two writes of one timestamp still combine cell
+// by cell as they did when each metric had a key of its own: the newer
+// write's cell wins for a metric both hold, and a metric only the older one
+// holds is kept. A retried reading therefore changes nothing, and a device
+// that sends its metrics of one instant in two messages gets one reading.
+//
+// Stores written before this format hold one key per metric (the prefix,
+// the timestamp, then the metric name: longer than a reading key) with a
+// plain value. Reads take both: at one timestamp, a cell under the reading
+// key wins over a per-metric key of the same metric, since every
+// per-metric key was written before the first reading key (a store is
+// opened by one gateway at a time, and an upgraded gateway writes reading
+// keys only).
+//
+// Why: a reading of 5.5 metrics was 5.5 keys, each with its ~40-byte
+// prefix, in the memtable, the WAL, every flush and every compaction; most
+// of the embedded store's CPU went to them (docs/benchmarks.md, "One key
+// per reading").
+
+// appendCell appends one cell of a reading value.
+func appendCell(b []byte, r model.ReadingRow) []byte {
+	b = binary.AppendUvarint(b, uint64(len(r.Metric)))
+	b = append(b, r.Metric...)
+	return encodeReading(b, r)
+}
+
+// cellLen returns the length of the cell at the start of v (its name
+// included), or an error.
+func cellLen(v []byte) (nameStart, nameEnd, end int, err error) {
+	n, k := binary.Uvarint(v)
+	if k <= 0 || n == 0 || n > uint64(len(v)-k) {
+		return 0, 0, 0, fmt.Errorf("reading cell name: %w", errCorrupt)
+	}
+	nameStart, nameEnd = k, k+int(n)
+	rest := v[nameEnd:]
+	if len(rest) < 1 || rest[0]>>3 != 0 {
+		return 0, 0, 0, fmt.Errorf("reading cell flags: %w", errCorrupt)
+	}
+	l := 1
+	switch model.ValueType(rest[0]>>1) & 3 {
+	case model.TypeFloat, model.TypeInt:
+		l += 8
+	case model.TypeBool:
+		l++
+	case model.TypeString:
+		s, k := binary.Uvarint(rest[1:])
+		if k <= 0 || s > uint64(len(rest)) {
+			return 0, 0, 0, fmt.Errorf("reading cell string: %w", errCorrupt)
+		}
+		l += k + int(s)
+	}
+	if rest[0]&1 != 0 {
+		if l > len(rest) {
+			return 0, 0, 0, fmt.Errorf("reading cell: %w", errCorrupt)
+		}
+		_, k := binary.Varint(rest[l:])
+		if k <= 0 {
+			return 0, 0, 0, fmt.Errorf("reading cell seq: %w", errCorrupt)
+		}
+		l += k
+	}
+	if l > len(rest) {
+		return 0, 0, 0, fmt.Errorf("reading cell: %w", errCorrupt)
+	}
+	return nameStart, nameEnd, nameEnd + l, nil
+}
+
+// eachCell calls fn with the name and encoded cell (as decodeReading
+// takes it) of every cell of a reading value, in order.
+func eachCell(v []byte, fn func(name, cell []byte) error) error {
+	for len(v) > 0 {
+		ns, ne, end, err := cellLen(v)
+		if err != nil {
+			return err
+		}
+		if err := fn(v[ns:ne], v[ne:end]); err != nil {
+			return err
+		}
+		v = v[end:]
+	}
+	return nil
+}
+
+// AppendReading appends to key and val the key and value that Commit
+// merges for one reading: rows are its cells, all of one timestamp, with
+// distinct metrics in name order. The benchmarks' limits use it (with
+// pebble.Batch.Merge), so that they write exactly the gateway's keys.
+func AppendReading(key, val []byte, pk model.PartitionKey, rows []model.ReadingRow) ([]byte, []byte) {
+	key = appendTS(partitionPrefix(key, pk), rows[0].TS)
+	for _, r := range rows {
+		val = appendCell(val, r)
+	}
+	return key, val
+}
+
+// appendReadings stages the rows of one partition (pk's prefix in key) as
+// one merge per run of rows with the same timestamp. Rows come from
+// readings flattened in order, so a reading's cells are one run in name
+// order; a run that is not (two readings of one timestamp in a batch) is
+// sorted, the later row of a metric winning, as the later write would.
+func appendReadings(pb *pebble.Batch, key, val []byte, rows []model.ReadingRow) ([]byte, []byte, error) {
+	plen := len(key)
+	for i := 0; i < len(rows); {
+		j := i + 1
+		sorted := true
+		for j < len(rows) && rows[j].TS == rows[i].TS {
+			sorted = sorted && rows[j-1].Metric < rows[j].Metric
+			j++
+		}
+		run := rows[i:j]
+		if !sorted {
+			run = lastOfEachMetric(run)
+		}
+		key = appendTS(key[:plen], rows[i].TS)
+		val = val[:0]
+		for _, r := range run {
+			val = appendCell(val, r)
+		}
+		if err := pb.Merge(key, val, nil); err != nil {
+			return key, val, err
+		}
+		i = j
+	}
+	return key, val, nil
+}
+
+// lastOfEachMetric returns the rows sorted by metric, keeping of each
+// metric the last row.
+func lastOfEachMetric(rows []model.ReadingRow) []model.ReadingRow {
+	out := slices.Clone(rows)
+	slices.SortStableFunc(out, func(a, b model.ReadingRow) int { return cmp.Compare(a.Metric, b.Metric) })
+	w := 0
+	for i := range out {
+		if i+1 < len(out) && out[i+1].Metric == out[i].Metric {
+			continue
+		}
+		out[w] = out[i]
+		w++
+	}
+	return out[:w]
+}
+
+// storeMerger is the database's merger: reading keys combine their cells
+// (cellMerge), every other merged key (catalogue entries) keeps its
+// highest-versioned value. Its name is the one stores were created with
+// before reading keys were merged, so that they open: Pebble refuses a
+// database whose merger name differs.
+var storeMerger = &pebble.Merger{
+	Name: catalogueMergerName,
+	Merge: func(key, value []byte) (pebble.ValueMerger, error) {
+		if len(key) > 0 && key[0] == tabReadings {
+			return &cellMerge{ops: [][]byte{bytes.Clone(value)}}, nil
+		}
+		return &latestVersion{best: bytes.Clone(value)}, nil
+	},
+}
+
+// cellMerge combines the values of one reading key, oldest first in ops.
+type cellMerge struct{ ops [][]byte }
+
+func (m *cellMerge) MergeNewer(value []byte) error {
+	m.ops = append(m.ops, bytes.Clone(value))
+	return nil
+}
+
+func (m *cellMerge) MergeOlder(value []byte) error {
+	m.ops = slices.Insert(m.ops, 0, bytes.Clone(value))
+	return nil
+}
+
+func (m *cellMerge) Finish(bool) ([]byte, io.Closer, error) {
+	if len(m.ops) == 1 {
+		return m.ops[0], nil, nil
+	}
+	out, err := mergeCells(nil, m.ops)
+	return out, nil, err
+}
+
+// mergeCells appends to dst the union of the cells of values (oldest
+// first), the newest cell of each metric winning, in name order.
+func mergeCells(dst []byte, values [][]byte) ([]byte, error) {
+	type cell struct{ name, whole []byte }
+	var cells []cell
+	for i := len(values) - 1; i >= 0; i-- { // newest first: the first cell of a name wins
+		v := values[i]
+		for len(v) > 0 {
+			ns, ne, end, err := cellLen(v)
+			if err != nil {
+				return nil, err
+			}
+			name := v[ns:ne]
+			if !slices.ContainsFunc(cells, func(c cell) bool { return bytes.Equal(c.name, name) }) {
+				cells = append(cells, cell{name, v[:end]})
+			}
+			v = v[end:]
+		}
+	}
+	slices.SortFunc(cells, func(a, b cell) int { return bytes.Compare(a.name, b.name) })
+	for _, c := range cells {
+		dst = append(dst, c.whole...)
+	}
+	return dst, nil
+}
+
+// scanReadings returns up to limit rows of a readings partition inside r,
+// in clustering order (ts, metric): the cells of each reading key, and the
+// per-metric keys of an older store, merged at each timestamp.
+func scanReadings(ctx context.Context, src iterSource, pk model.PartitionKey, r store.Range, limit int) ([]model.ReadingRow, error) {
+	out, err := scanReadingRows(ctx, src, pk, r, limit)
+	if err != nil {
+		return nil, fmt.Errorf("scan %v: %w", pk, err)
+	}
+	return out, nil
+}
+
+func scanReadingRows(ctx context.Context, src iterSource, pk model.PartitionKey, r store.Range, limit int) ([]model.ReadingRow, error) {
+	if limit < 1 {
+		return nil, nil
+	}
+	prefix := partitionPrefix(nil, pk)
+	from := r.From
+	var after *store.Pos
+	if r.After != nil && r.After.TS >= from {
+		// Resume at the cursor's timestamp: the rest of its reading.
+		from, after = r.After.TS, r.After
+	}
+	lower := appendTS(slices.Clone(prefix), from)
+	upper := appendTS(slices.Clone(prefix), r.To)
+	if bytes.Compare(lower, upper) >= 0 {
+		return nil, nil
+	}
+	it, release, err := src.iter(ctx, lower, upper)
+	if err != nil {
+		return nil, err
+	}
+	var out, group []model.ReadingRow
+	// flush moves the rows of one timestamp to out; false when out is full.
+	flush := func() bool {
+		for _, row := range group {
+			if after != nil && row.TS == after.TS && row.Metric <= after.Key {
+				continue
+			}
+			out = append(out, row)
+			if len(out) == limit {
+				return false
+			}
+		}
+		group = group[:0]
+		return true
+	}
+	more := true
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()[len(prefix):]
+		if len(k) < 8 {
+			_ = release()
+			return nil, fmt.Errorf("short key: %w", errCorrupt)
+		}
+		ts := int64(binary.BigEndian.Uint64(k) ^ 1<<63)
+		if len(group) > 0 && group[0].TS != ts {
+			if more = flush(); !more {
+				break
+			}
+		}
+		if len(k) == 8 {
+			err = eachCell(it.Value(), func(name, cell []byte) error {
+				row := model.ReadingRow{TS: ts, Metric: string(name)}
+				if err := decodeReading(cell, &row); err != nil {
+					return fmt.Errorf("reading at %d, metric %s: %w", ts, name, err)
+				}
+				group = append(group, row)
+				return nil
+			})
+		} else {
+			err = addLegacy(&group, ts, k[8:], it.Value())
+		}
+		if err != nil {
+			_ = release()
+			return nil, err
+		}
+	}
+	if more {
+		flush()
+	}
+	if err := release(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// addLegacy adds the cell of a per-metric key (written before reading
+// keys) to the rows of its timestamp, unless the reading key holds the
+// metric: every reading key is newer than every per-metric key.
+func addLegacy(group *[]model.ReadingRow, ts int64, name, v []byte) error {
+	i, found := slices.BinarySearchFunc(*group, string(name), func(r model.ReadingRow, n string) int { return cmp.Compare(r.Metric, n) })
+	if found {
+		return nil
+	}
+	row := model.ReadingRow{TS: ts, Metric: string(name)}
+	if err := decodeReading(v, &row); err != nil {
+		return fmt.Errorf("reading at %d, metric %s: %w", ts, name, err)
+	}
+	*group = slices.Insert(*group, i, row)
+	return nil
+}

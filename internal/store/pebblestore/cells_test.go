@@ -1,0 +1,172 @@
+package pebblestore
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+// The writes of one timestamp combine cell by cell, the newer cell of a
+// metric winning, before and after a flush and a full compaction (where
+// Pebble merges the operands on disk) and across a reopen.
+func TestReadingKeysMergeCells(t *testing.T) {
+	dir := t.TempDir()
+	st, err := Open(dir, Options{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: "door-3", Day: 20_000}.Partition(0)
+	t0 := model.Day(20_000).Start()
+	commits := [][]model.ReadingRow{
+		{{TS: t0, Metric: "b", Value: 1}, {TS: t0, Metric: "d", Value: 1}},
+		{{TS: t0, Metric: "a", Type: model.TypeBool, Int: 1}, {TS: t0, Metric: "d", Type: model.TypeString, Str: "two", Seq: 2, HasSeq: true}},
+		// Two readings of one timestamp in one batch, out of name order:
+		// the later row of c wins.
+		{{TS: t0, Metric: "c", Value: 1}, {TS: t0 + 1, Metric: "a", Value: 5}, {TS: t0, Metric: "c", Value: 3}, {TS: t0, Metric: "b", Type: model.TypeInt, Int: -7}},
+	}
+	want := []model.ReadingRow{
+		{TS: t0, Metric: "a", Type: model.TypeBool, Int: 1},
+		{TS: t0, Metric: "b", Type: model.TypeInt, Int: -7},
+		{TS: t0, Metric: "c", Value: 3},
+		{TS: t0, Metric: "d", Type: model.TypeString, Str: "two", Seq: 2, HasSeq: true},
+		{TS: t0 + 1, Metric: "a", Value: 5},
+	}
+	for _, rows := range commits {
+		if err := st.Commit(ctx, &store.Batch{Partitions: []store.PartitionWrite{{Key: pk, Readings: rows}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		got, err := st.ScanReadings(ctx, pk, store.Range{From: t0, To: t0 + 10}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", when, diff)
+		}
+	}
+	check("in the memtable")
+	if err := st.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	check("after a flush")
+	if err := st.db.Compact(ctx, []byte{tabReadings}, []byte{tabReadings + 1}, true); err != nil {
+		t.Fatal(err)
+	}
+	check("after a full compaction")
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = Open(dir, Options{}, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	check("after a reopen")
+}
+
+// A store written before reading keys holds a key per metric. Reads merge
+// both forms at a timestamp, the reading key's cell winning, and cursors
+// and limits cut through a mixed timestamp exactly.
+func TestLegacyMetricKeysRead(t *testing.T) {
+	st, err := Open(t.TempDir(), Options{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: "pump-1", Day: 20_000}.Partition(0)
+	t0 := model.Day(20_000).Start()
+	legacy := []model.ReadingRow{
+		{TS: t0, Metric: "rpm", Value: 1000, Seq: 1, HasSeq: true},
+		{TS: t0, Metric: "temp_c", Value: 20, Seq: 1, HasSeq: true},
+		{TS: t0 + 1, Metric: "a", Value: 1},
+		{TS: t0 + 1, Metric: "m", Value: 2},
+		{TS: t0 + 1, Metric: "z", Value: 3},
+		{TS: t0 + 2, Metric: "rpm", Value: 1002},
+	}
+	pb := st.db.NewBatch()
+	for _, r := range legacy { // the format of 10a3f17 and before
+		key := append(appendTS(partitionPrefix(nil, pk), r.TS), r.Metric...)
+		if err := pb.Set(key, encodeReading(nil, r), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pb.Commit(nil); err != nil {
+		t.Fatal(err)
+	}
+	newer := []model.ReadingRow{
+		{TS: t0 + 1, Metric: "b", Type: model.TypeString, Str: "new"},
+		{TS: t0 + 1, Metric: "m", Value: 20}, // wins over the per-metric key
+		{TS: t0 + 3, Metric: "rpm", Value: 1003},
+	}
+	if err := st.Commit(ctx, &store.Batch{Partitions: []store.PartitionWrite{{Key: pk, Readings: newer}}}); err != nil {
+		t.Fatal(err)
+	}
+	all := []model.ReadingRow{legacy[0], legacy[1], legacy[2], newer[0], newer[1], legacy[4], legacy[5], newer[2]}
+	got, err := st.ScanReadings(ctx, pk, store.Range{From: t0, To: t0 + 10}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(all, got); diff != "" {
+		t.Fatalf("mixed partition (-want +got):\n%s", diff)
+	}
+	// Every cursor position and limit gives the rows that follow it.
+	for i := range all {
+		for limit := 1; limit <= 3; limit++ {
+			r := store.Range{From: t0, To: t0 + 10, After: &store.Pos{TS: all[i].TS, Key: all[i].Metric}}
+			got, err := st.ScanReadings(ctx, pk, r, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := all[i+1 : min(i+1+limit, len(all))]
+			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("after %v, limit %d (-want +got):\n%s", *r.After, limit, diff)
+			}
+		}
+	}
+	// From and To cut by timestamp.
+	got, err = st.ScanReadings(ctx, pk, store.Range{From: t0 + 1, To: t0 + 2}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(all[2:6], got); diff != "" {
+		t.Errorf("[t0+1, t0+2) (-want +got):\n%s", diff)
+	}
+}
+
+var cmpEmpty = cmp.Comparer(func(a, b []model.ReadingRow) bool {
+	return cmp.Equal(append([]model.ReadingRow{}, a...), append([]model.ReadingRow{}, b...))
+})
+
+func TestCorruptCellsRefused(t *testing.T) {
+	ok := appendCell(nil, model.ReadingRow{Metric: "rpm", Value: 1, Seq: 3, HasSeq: true})
+	bad := map[string][]byte{
+		"empty name":      append([]byte{0}, ok[4:]...),
+		"name past end":   {9, 'r'},
+		"cut value":       ok[:len(ok)-3],
+		"cut seq":         ok[:len(ok)-1],
+		"unknown flags":   append(append([]byte{}, ok[:4]...), append([]byte{0x10}, ok[5:]...)...),
+		"string too long": {1, 'a', 0x06, 0x7f, 'x'},
+	}
+	for name, v := range bad {
+		err := eachCell(v, func(_, cell []byte) error {
+			var r model.ReadingRow
+			return decodeReading(cell, &r)
+		})
+		if !errors.Is(err, errCorrupt) {
+			t.Errorf("%s (%x): %v, want a corrupt value", name, v, err)
+		}
+		if _, err := mergeCells(nil, [][]byte{ok, v}); !errors.Is(err, errCorrupt) {
+			t.Errorf("%s: merge: %v, want a corrupt value", name, err)
+		}
+	}
+}
