@@ -1,6 +1,6 @@
 // Package rollup holds the per-minute aggregates of readings: the row
 // (count, sum, min, max, first and last of one tenant, device, metric and
-// minute), how it is computed from readings read back from the raw store
+// minute, kept apart for float, int, bool and string values), how it is computed from readings read back from the raw store
 // (Compute), encoded (for the outbox and the embedded rollup store) and
 // combined at query time into coarser steps and rankings. It is pure: it
 // does no I/O and never reads the clock.
@@ -54,6 +54,15 @@ const RebuildWriter = math.MaxUint16
 
 // Row is one emitted partial aggregate of a window. A row with Count == 0
 // is a tombstone: it retracts an earlier version of the same row.
+//
+// Count counts every value of the window, whatever its type; Sum, Min,
+// Max and the first and last value are those of its float values (zero
+// when it has none), and Typed holds the aggregates of its int, bool and
+// string values, so that a metric whose type changes within a minute
+// loses nothing. The float values are counted by what is left:
+// FloatCount, Count minus the typed counts. Rows written before typed
+// values (and the columns and encodings that hold them) existed have no
+// typed counts, so they read as the float rows they are.
 type Row struct {
 	Key
 	Writer     uint16
@@ -66,8 +75,12 @@ type Row struct {
 	FirstValue float64
 	LastTS     int64
 	LastValue  float64
-	Version    uint64
+	Typed
+	Version uint64
 }
+
+// FloatCount is the number of float values of the row.
+func (r *Row) FloatCount() uint64 { return r.Count - r.typedCount() }
 
 // Compute aggregates the readings of one device, as read back from the raw
 // store, into one row per (metric, minute): what a recompute writes. The
@@ -95,14 +108,27 @@ func Compute(tenant, device string, readings []model.Reading, version uint64) []
 			}
 			if i == len(out) {
 				out = append(out, Row{Key: Key{Tenant: tenant, Device: device, Metric: mt.Name, Minute: minute},
-					Writer: RebuildWriter, Version: version, Min: math.Inf(1), Max: math.Inf(-1), FirstTS: r.TS, FirstValue: mt.Value})
+					Writer: RebuildWriter, Version: version})
 			}
 			row := &out[i]
+			switch mt.Type {
+			case model.TypeInt:
+				row.addInt(r.TS, mt.Int)
+			case model.TypeBool:
+				row.addBool(r.TS, mt.Int != 0)
+			case model.TypeString:
+				row.addStr(r.TS, mt.Str)
+			default:
+				if v := mt.Value; row.Count == row.typedCount() { // the minute's first float
+					row.Sum, row.Min, row.Max, row.FirstTS, row.FirstValue = v, v, v, r.TS, v
+				} else {
+					row.Sum += v
+					row.Min = min(row.Min, v)
+					row.Max = max(row.Max, v)
+				}
+				row.LastTS, row.LastValue = r.TS, mt.Value
+			}
 			row.Count++
-			row.Sum += mt.Value
-			row.Min = min(row.Min, mt.Value)
-			row.Max = max(row.Max, mt.Value)
-			row.LastTS, row.LastValue = r.TS, mt.Value
 		}
 	}
 	slices.SortFunc(out[start:], func(x, y Row) int { return strings.Compare(x.Metric, y.Metric) })
