@@ -217,7 +217,7 @@ func (d *decoder) typed(r *Row) {
 		t.StrFirstTS, t.StrFirst = d.varint("string first_ts"), d.str("string first")
 		t.StrLastTS, t.StrLast = d.varint("string last_ts"), d.str("string last")
 	}
-	if d.err == nil && (t.typedCount() == 0 || t.typedCount() > r.Count) {
+	if d.err == nil && t.typedCount() > r.Count {
 		d.fail("typed counts")
 	}
 }
