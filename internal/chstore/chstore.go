@@ -12,6 +12,12 @@
 // and then skip tombstones (count = 0). It is partitioned by
 // toYYYYMMDD(minute): retention drops whole days with DROP PARTITION.
 //
+// Besides the float aggregates, a row has the aggregates of its int, bool
+// and string values (typedColumns); count counts values of every type and
+// the floats are count minus the typed counts, so rows of a table created
+// before those columns existed, which Migrate adds in place, read as
+// floats.
+//
 // Hours and days are aggregated at query time from the minute table, not
 // kept by materialized views: a view sees every inserted version of a row
 // and cannot take the replaced one back out, so an hourly
