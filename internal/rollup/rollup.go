@@ -93,7 +93,7 @@ func Compute(tenant, device string, readings []model.Reading, version uint64) []
 		readings = slices.Clone(readings)
 		slices.SortFunc(readings, func(a, b model.Reading) int { return cmp.Compare(a.TS, b.TS) })
 	}
-	var out []Row
+	out := make([]Row, 0, rowsEstimate(readings))
 	start := 0 // the first row of the current minute in out
 	minute := int64(math.MinInt64)
 	for _, r := range readings {
@@ -108,7 +108,7 @@ func Compute(tenant, device string, readings []model.Reading, version uint64) []
 			}
 			if i == len(out) {
 				out = append(out, Row{Key: Key{Tenant: tenant, Device: device, Metric: mt.Name, Minute: minute},
-					Writer: RebuildWriter, Version: version})
+					Writer: RebuildWriter, Version: version, Min: math.Inf(1), Max: math.Inf(-1), FirstTS: noFloat})
 			}
 			row := &out[i]
 			switch mt.Type {
@@ -119,18 +119,45 @@ func Compute(tenant, device string, readings []model.Reading, version uint64) []
 			case model.TypeString:
 				row.addStr(r.TS, mt.Str)
 			default:
-				if v := mt.Value; row.Count == row.typedCount() { // the minute's first float
-					row.Sum, row.Min, row.Max, row.FirstTS, row.FirstValue = v, v, v, r.TS, v
-				} else {
-					row.Sum += v
-					row.Min = min(row.Min, v)
-					row.Max = max(row.Max, v)
+				v := mt.Value
+				if row.FirstTS == noFloat {
+					row.FirstTS, row.FirstValue = r.TS, v
 				}
-				row.LastTS, row.LastValue = r.TS, mt.Value
+				row.Sum += v
+				row.Min = min(row.Min, v)
+				row.Max = max(row.Max, v)
+				row.LastTS, row.LastValue = r.TS, v
 			}
 			row.Count++
 		}
 	}
 	slices.SortFunc(out[start:], func(x, y Row) int { return strings.Compare(x.Metric, y.Metric) })
+	for i := range out {
+		if r := &out[i]; r.FirstTS == noFloat { // no float values: their fields are zero
+			r.Min, r.Max, r.FirstTS = 0, 0, 0
+		}
+	}
 	return out
+}
+
+// noFloat marks, while Compute runs, a row that has no float value yet.
+const noFloat = math.MinInt64
+
+// rowsEstimate is the number of rows Compute makes of readings sorted by
+// time if every minute they span has the first reading's metrics, at most
+// the number of values: exact for a device that reports the same metrics
+// every minute, so that the rows are allocated once.
+func rowsEstimate(readings []model.Reading) int {
+	if len(readings) == 0 {
+		return 0
+	}
+	n := 0
+	for _, r := range readings {
+		n += len(r.Metrics)
+	}
+	minutes := (MinuteOf(readings[len(readings)-1].TS)-MinuteOf(readings[0].TS))/MinuteMillis + 1
+	if minutes < 0 || minutes > int64(n) {
+		return n
+	}
+	return min(n, int(minutes)*len(readings[0].Metrics))
 }
