@@ -338,17 +338,26 @@ func firstLine(q string) string {
 	return l
 }
 
-var columns = "tenant, device, metric, minute, writer, part, count, sum, min, max, first_ts, first_value, last_ts, last_value, version, " +
-	typedColumnNames()
+// floatColumns are the columns of a row without typed values; columns
+// adds the typed ones.
+const floatColumns = "tenant, device, metric, minute, writer, part, count, sum, min, max, first_ts, first_value, last_ts, last_value, version"
 
-// rowValues returns r's values in the order of columns.
-func rowValues(r *rollup.Row) []any {
+var columns = floatColumns + ", " + typedColumnNames()
+
+// appendRow appends r to b: the values of columns, or with typed false of
+// floatColumns.
+func appendRow(b driver.Batch, r *rollup.Row, typed bool) error {
+	minute := time.UnixMilli(r.Minute).UTC()
+	if !typed {
+		return b.Append(r.Tenant, r.Device, r.Metric, minute, r.Writer, r.Part, r.Count,
+			r.Sum, r.Min, r.Max, r.FirstTS, r.FirstValue, r.LastTS, r.LastValue, r.Version)
+	}
 	lo, hi := r.IntSum.Split()
-	return []any{r.Tenant, r.Device, r.Metric, time.UnixMilli(r.Minute).UTC(), r.Writer, r.Part, r.Count,
+	return b.Append(r.Tenant, r.Device, r.Metric, minute, r.Writer, r.Part, r.Count,
 		r.Sum, r.Min, r.Max, r.FirstTS, r.FirstValue, r.LastTS, r.LastValue, r.Version,
 		r.IntCount, lo, hi, r.IntMin, r.IntMax, r.IntFirstTS, r.IntFirst, r.IntLastTS, r.IntLast,
 		r.BoolCount, r.TrueCount, r.BoolFirstTS, boolByte(r.BoolFirst), r.BoolLastTS, boolByte(r.BoolLast),
-		r.StrCount, r.StrFirstTS, r.StrFirst, r.StrLastTS, r.StrLast}
+		r.StrCount, r.StrFirstTS, r.StrFirst, r.StrLastTS, r.StrLast)
 }
 
 func boolByte(b bool) uint8 {
@@ -364,14 +373,23 @@ func (s *Store) Insert(ctx context.Context, rows []rollup.Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
+	// A batch of float rows leaves the typed columns to their defaults:
+	// 20 columns fewer to send, which halves the cost of an insert.
+	typed, cols := false, floatColumns
+	for i := range rows {
+		if rows[i].HasTyped() {
+			typed, cols = true, columns
+			break
+		}
+	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table+" ("+columns+")")
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table+" ("+cols+")")
 	if err != nil {
 		return fmt.Errorf("insert %d rollup rows: %w", len(rows), err)
 	}
 	for i := range rows {
-		if err := b.Append(rowValues(&rows[i])...); err != nil {
+		if err := appendRow(b, &rows[i], typed); err != nil {
 			_ = b.Abort()
 			return fmt.Errorf("insert %d rollup rows: %w", len(rows), err)
 		}
