@@ -283,17 +283,38 @@ func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 			continue
 		}
 		q := fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s DEFAULT %s", s.table, c[0], c[1], zeroOf(c[1]))
-		if err := s.exec(ctx, q); err != nil {
-			now, cerr := s.columnNames(ctx)
-			if cerr != nil || !now[c[0]] {
-				return nil, fmt.Errorf("migrate clickhouse: %s: %w", q, err)
-			}
+		if err := s.addColumn(ctx, q, c[0]); err != nil {
+			return nil, fmt.Errorf("migrate clickhouse: %s: %w", q, err)
 		}
 		stmts = append(stmts, q)
 		s.logger.Info("clickhouse column added", "table", s.table, "column", c[0])
 	}
 	s.logger.Info("clickhouse schema ready", "addr", s.cfg.Addr, "table", s.table, "server_version", fmt.Sprintf("%d.%d", major, minor))
 	return stmts, nil
+}
+
+// addColumn runs q, which adds column name, and succeeds if name is there
+// afterwards: another gateway migrating at once may add it first (q then
+// fails), or hold the table while it does (q is then tried again, up to
+// five times).
+func (s *Store) addColumn(ctx context.Context, q, name string) error {
+	var err error
+	for attempt := range 5 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return errors.Join(err, ctx.Err())
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
+		}
+		if err = s.exec(ctx, q); err == nil {
+			return nil
+		}
+		if have, cerr := s.columnNames(ctx); cerr == nil && have[name] {
+			return nil
+		}
+	}
+	return err
 }
 
 func zeroOf(typ string) string {
