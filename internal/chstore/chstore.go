@@ -46,6 +46,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -109,6 +110,9 @@ type Store struct {
 
 	mu      sync.Mutex
 	version [2]int // major, minor; zero until known
+
+	// typedReady is set once the table is known to have the typed columns.
+	typedReady atomic.Bool
 }
 
 // Open prepares a connection pool. It does not dial: the gateway starts and
@@ -274,23 +278,54 @@ func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("migrate clickhouse: %s: %w", firstLine(q), err)
 		}
 	}
-	have, err := s.columnNames(ctx)
+	added, err := s.addTypedColumns(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrate clickhouse: %w", err)
 	}
+	stmts = append(stmts, added...)
+	s.logger.Info("clickhouse schema ready", "addr", s.cfg.Addr, "table", s.table, "server_version", fmt.Sprintf("%d.%d", major, minor))
+	return stmts, nil
+}
+
+// addTypedColumns adds the typed columns the table lacks and returns the
+// statements it ran. With no table (the database is not migrated) it does
+// nothing: the statement that needs the table says so.
+func (s *Store) addTypedColumns(ctx context.Context) ([]string, error) {
+	have, err := s.columnNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(have) == 0 {
+		return nil, nil
+	}
+	var stmts []string
 	for _, c := range typedColumns {
 		if have[c[0]] {
 			continue
 		}
 		q := fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s DEFAULT %s", s.table, c[0], c[1], zeroOf(c[1]))
 		if err := s.addColumn(ctx, q, c[0]); err != nil {
-			return nil, fmt.Errorf("migrate clickhouse: %s: %w", q, err)
+			return nil, fmt.Errorf("%s: %w", q, err)
 		}
 		stmts = append(stmts, q)
 		s.logger.Info("clickhouse column added", "table", s.table, "column", c[0])
 	}
-	s.logger.Info("clickhouse schema ready", "addr", s.cfg.Addr, "table", s.table, "server_version", fmt.Sprintf("%d.%d", major, minor))
+	s.typedReady.Store(true)
 	return stmts, nil
+}
+
+// ensureTyped makes sure, once per Store, that the table has the typed
+// columns before a statement uses them: a gateway upgraded without `ingest
+// migrate` migrates the table in place when it first reads rollups or
+// inserts typed ones (an insert of float rows needs no new column).
+func (s *Store) ensureTyped(ctx context.Context) error {
+	if s.typedReady.Load() {
+		return nil
+	}
+	if _, err := s.addTypedColumns(ctx); err != nil {
+		return fmt.Errorf("add the typed rollup columns to %s: %w", s.table, err)
+	}
+	return nil
 }
 
 // addColumn runs q, which adds column name, and succeeds if name is there
@@ -403,6 +438,11 @@ func (s *Store) Insert(ctx context.Context, rows []rollup.Row) error {
 			break
 		}
 	}
+	if typed {
+		if err := s.ensureTyped(ctx); err != nil {
+			return fmt.Errorf("insert %d rollup rows: %w", len(rows), err)
+		}
+	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table+" ("+cols+")")
@@ -498,6 +538,9 @@ func scanBucket(rows driver.Rows, b *rollup.Bucket, before ...any) error {
 // Series returns the buckets of one device's metric over the filter's
 // range, folded to the step at query time.
 func (s *Store) Series(ctx context.Context, q rollup.Filter, step rollup.Step) ([]rollup.Bucket, error) {
+	if err := s.ensureTyped(ctx); err != nil {
+		return nil, fmt.Errorf("read rollups of %q %q: %w", q.Device, q.Metric, err)
+	}
 	w, args := where(q)
 	stepS := int64(step) / 1000
 	query := fmt.Sprintf(`SELECT intDiv(toUInt32(minute), %d) * %d AS t, %s
@@ -530,6 +573,9 @@ FROM %s GROUP BY t ORDER BY t`, stepS, stepS, aggregates, s.live(w))
 // int) values. The server orders by a float approximation of the exact
 // int sums; the page is ordered again by the exact values.
 func (s *Store) Top(ctx context.Context, q rollup.Filter, by rollup.By, limit int) ([]rollup.Rank, error) {
+	if err := s.ensureTyped(ctx); err != nil {
+		return nil, fmt.Errorf("rank devices by %s of %q: %w", by, q.Metric, err)
+	}
 	w, args := where(q)
 	const (
 		fc      = "sum(count - int_count - bool_count - str_count)"
@@ -576,6 +622,9 @@ FROM %s GROUP BY device %s ORDER BY %s DESC, device LIMIT %d`, aggregates, s.liv
 // Rows returns the latest version of every row in the filter's range,
 // tombstones excluded (Metric may be empty: all metrics).
 func (s *Store) Rows(ctx context.Context, q rollup.Filter) ([]rollup.Row, error) {
+	if err := s.ensureTyped(ctx); err != nil {
+		return nil, fmt.Errorf("read rollup rows: %w", err)
+	}
 	w, args := where(q)
 	query := fmt.Sprintf(`SELECT %s FROM (SELECT * FROM %s FINAL WHERE %s) WHERE count > 0`, columns, s.table, w)
 	ctx, cancel := s.ctx(ctx)

@@ -205,3 +205,41 @@ func TestMigrateOldTable(t *testing.T) {
 		t.Errorf("series after a typed row = %+v, %v", series, err)
 	}
 }
+
+// TestUpgradeWithoutMigrate: a gateway upgraded without `ingest migrate`
+// inserts float rows into the old table as it is, and adds the typed
+// columns when it first inserts typed rows (or reads).
+func TestUpgradeWithoutMigrate(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	if err := s.exec(ctx, "DROP TABLE "+s.table); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.exec(ctx, fmt.Sprintf(oldSchema, s.table)); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := Open(s.cfg, quiet) // the upgraded gateway
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	floats := rollup.Compute("acme", "d", []model.Reading{{TS: ms(0), Metrics: []model.Metric{{Name: "f", Value: 1.5}}}}, 1)
+	if err := fresh.Insert(ctx, floats); err != nil {
+		t.Fatal(err)
+	}
+	if have, err := fresh.columnNames(ctx); err != nil || have["int_count"] {
+		t.Fatalf("a float insert altered the table (int_count: %v, %v)", have["int_count"], err)
+	}
+	typed := rollup.Compute("acme", "d", []model.Reading{{TS: ms(0), Metrics: []model.Metric{model.IntMetric("n", 3), model.StringMetric("s", "x")}}}, 1)
+	if err := fresh.Insert(ctx, typed); err != nil {
+		t.Fatal(err)
+	}
+	got, err := fresh.Rows(ctx, rollup.Filter{Tenant: "acme", From: ms(0), To: ms(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]rollup.Row(nil), floats...), typed...)
+	if diff := cmp.Diff(want, got, cmpopts.SortSlices(func(a, b rollup.Row) bool { return a.Metric < b.Metric })); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+}
