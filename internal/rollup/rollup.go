@@ -1,8 +1,9 @@
 // Package rollup holds the per-minute aggregates of readings: the row
 // (count, sum, min, max, first and last of one tenant, device, metric and
-// minute, kept apart for float, int, bool and string values), how it is computed from readings read back from the raw store
-// (Compute), encoded (for the outbox and the embedded rollup store) and
-// combined at query time into coarser steps and rankings. It is pure: it
+// minute, kept apart for float, int, bool and string values), how it is
+// computed from readings read back from the raw store (Compute), encoded
+// (for the outbox and the embedded rollup store) and combined at query
+// time into coarser steps and rankings. It is pure: it
 // does no I/O and never reads the clock.
 //
 // # Versions and parts
