@@ -139,8 +139,8 @@ func TestCassandraRollupRepair(t *testing.T) {
 	damaged := clean
 	damaged.Devices, damaged.Metrics, damaged.RollupRows = devices+1, 2*devices+1, clean.RollupRows+8
 	damaged.Mismatches = []wire.Mismatch{
-		{Device: "ghost-1", Metric: "temp_c", Raw: 0, Rollup: 3},
-		{Device: "pump-07", Metric: "rpm", Raw: n, Rollup: n + 5},
+		{Device: "ghost-1", Metric: "temp_c", Raw: 0, Rollup: 3, Diffs: []string{"count: raw 0, rollup 3", "float_count: raw 0, rollup 3"}},
+		{Device: "pump-07", Metric: "rpm", Raw: n, Rollup: n + 5, Diffs: []string{"count: raw 30, rollup 35", "float_count: raw 30, rollup 35"}},
 	}
 	expect("after rows were added behind the gateway", damaged)
 	// The text form names them and says how to repair.

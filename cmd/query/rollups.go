@@ -7,7 +7,9 @@ import (
 	"strconv"
 
 	"github.com/sluicehq/sluice/internal/client"
+	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/render"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 func rollupsCommand() command {
@@ -15,9 +17,14 @@ func rollupsCommand() command {
 		name:     "rollups",
 		synopsis: "--device D --metric M [--from T] [--to T] [--step 1m|1h|1d] [--format table|csv|json|chart]",
 		summary:  "per-minute, hourly or daily aggregates of one device's metric",
-		about: `Each row is one step: COUNT readings, their SUM, MIN, MAX, MEAN, and the FIRST
-and LAST value with their times. Hours and days are folded from the minute
-rollups when asked. --format chart draws the mean of each step as bars.
+		about: `Each row is one step: COUNT values of every type; the SUM, MIN and MAX of its
+floats; INT_SUM (exact), INT_MIN and INT_MAX of its ints; the MEAN of its
+numeric values (floats and ints); TRUE, the count of its true bools; and the
+FIRST and LAST value of any type with their times (strings quoted in a
+table). A column shows only when some step has values of its type; JSON
+has every type's aggregates, first and last included, in their JSON types.
+Hours and days are folded from the minute rollups when asked. --format
+chart draws the mean of each step as bars (numeric metrics only).
 Also: 'query rollups rebuild' and 'query rollups verify'.
 
 ` + timeHelp,
@@ -65,15 +72,22 @@ Also: 'query rollups rebuild' and 'query rollups verify'.
 				case "chart":
 					labels := make([]string, len(s.Buckets))
 					values := make([]float64, len(s.Buckets))
+					numeric := false
 					for i, b := range s.Buckets {
-						labels[i], values[i] = b.Start, b.Mean
+						labels[i] = b.Start
+						if b.Mean != nil {
+							values[i], numeric = *b.Mean, true
+						}
+					}
+					if !numeric && len(s.Buckets) > 0 {
+						return fmt.Errorf("%s %s has no numeric values to chart: use --format table", s.Device, s.Metric)
 					}
 					title := fmt.Sprintf("%s %s, mean per %s, %d steps", s.Device, s.Metric, s.Step, len(s.Buckets))
 					err = render.Chart(e.out, title, labels, values, *width, *height)
 				case "csv":
-					err = bucketsTable(s.Buckets).WriteCSV(e.out)
+					err = bucketsTable(s.Buckets, false).WriteCSV(e.out)
 				default:
-					err = bucketsTable(s.Buckets).WriteText(e.out)
+					err = bucketsTable(s.Buckets, true).WriteText(e.out)
 				}
 				if err != nil {
 					return fmt.Errorf("write output: %w", err)
@@ -88,15 +102,91 @@ Also: 'query rollups rebuild' and 'query rollups verify'.
 // bits of float sums (1246.6499999999999 prints as 1246.65).
 func num(f float64) string { return strconv.FormatFloat(f, 'g', 12, 64) }
 
-func bucketsTable(bs []client.Bucket) render.Table {
-	t := render.Table{Columns: []render.Column{
-		{Name: "start"}, {Name: "count", Right: true}, {Name: "sum", Right: true}, {Name: "min", Right: true},
-		{Name: "max", Right: true}, {Name: "mean", Right: true}, {Name: "first", Right: true}, {Name: "first_ts"},
-		{Name: "last", Right: true}, {Name: "last_ts"},
-	}}
+// bucketsTable lays out buckets: the columns of a type only when some
+// bucket has values of it, a cell empty where its bucket has none. quote
+// quotes string values (in a text table, where "true" could be a bool).
+func bucketsTable(bs []client.Bucket, quote bool) render.Table {
+	var floats, ints, numeric, bools bool
 	for _, b := range bs {
-		t.Rows = append(t.Rows, []string{b.Start, strconv.FormatUint(b.Count, 10), num(b.Sum), num(b.Min), num(b.Max),
-			strconv.FormatFloat(b.Mean, 'f', 3, 64), num(b.First), b.FirstTS, num(b.Last), b.LastTS})
+		floats = floats || b.FloatCount > 0
+		ints = ints || b.IntCount > 0
+		numeric = numeric || b.Mean != nil
+		bools = bools || b.BoolCount > 0
+	}
+	cols := []render.Column{{Name: "start"}, {Name: "count", Right: true}}
+	if floats {
+		cols = append(cols, render.Column{Name: "sum", Right: true}, render.Column{Name: "min", Right: true}, render.Column{Name: "max", Right: true})
+	}
+	if ints {
+		cols = append(cols, render.Column{Name: "int_sum", Right: true}, render.Column{Name: "int_min", Right: true}, render.Column{Name: "int_max", Right: true})
+	}
+	if numeric {
+		cols = append(cols, render.Column{Name: "mean", Right: true})
+	}
+	if bools {
+		cols = append(cols, render.Column{Name: "true", Right: true})
+	}
+	cols = append(cols, render.Column{Name: "first", Right: true}, render.Column{Name: "first_ts"},
+		render.Column{Name: "last", Right: true}, render.Column{Name: "last_ts"})
+	t := render.Table{Columns: cols}
+	for _, b := range bs {
+		row := []string{b.Start, strconv.FormatUint(b.Count, 10)}
+		if floats {
+			row = append(row, optNum(b.Sum), optNum(b.Min), optNum(b.Max))
+		}
+		if ints {
+			row = append(row, string(b.IntSum), optInt(b.IntMin), optInt(b.IntMax))
+		}
+		if numeric {
+			mean := ""
+			if b.Mean != nil {
+				mean = strconv.FormatFloat(*b.Mean, 'f', 3, 64)
+			}
+			row = append(row, mean)
+		}
+		if bools {
+			tc := ""
+			if b.TrueCount != nil {
+				tc = strconv.FormatUint(*b.TrueCount, 10)
+			}
+			row = append(row, tc)
+		}
+		row = append(row, value(b.First, quote), b.FirstTS, value(b.Last, quote), b.LastTS)
+		t.Rows = append(t.Rows, row)
 	}
 	return t
+}
+
+func optNum(f *float64) string {
+	if f == nil {
+		return ""
+	}
+	return num(*f)
+}
+
+func optInt(i *int64) string {
+	if i == nil {
+		return ""
+	}
+	return strconv.FormatInt(*i, 10)
+}
+
+// value prints a typed value: a float as num does, an int in full, a bool
+// as true or false, a string as it is or, with quote, quoted.
+func value(v *wire.Value, quote bool) string {
+	if v == nil {
+		return ""
+	}
+	switch v.Type {
+	case model.TypeInt:
+		return strconv.FormatInt(v.Int, 10)
+	case model.TypeBool:
+		return strconv.FormatBool(v.Int != 0)
+	case model.TypeString:
+		if quote {
+			return strconv.Quote(v.Str)
+		}
+		return v.Str
+	}
+	return num(v.Value)
 }

@@ -35,6 +35,8 @@ func TestRollupsVerifyAndRebuildFormats(t *testing.T) {
 		wire.RebuildResult{DeviceDays: 2, Readings: 60, Written: 9, Retracted: 3})
 	bad := rollupServer(t, wire.Verification{Devices: 1, Metrics: 1, RawRows: 10, RollupRows: 12,
 		Mismatches: []wire.Mismatch{{Device: "pump-17", Metric: "temp", Raw: 10, Rollup: 12}}}, wire.RebuildResult{})
+	typed := rollupServer(t, wire.Verification{Devices: 1, Metrics: 1, RawRows: 10, RollupRows: 10,
+		Mismatches: []wire.Mismatch{{Device: "pump-17", Metric: "n", Raw: 10, Rollup: 10, Diffs: []string{"int_sum: raw 12, rollup 9", "true_count: raw 3, rollup 2"}}}}, wire.RebuildResult{})
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	verify := []string{"rollups", "verify", "--day", "2026-11-21"}
 	rebuild := []string{"rollups", "rebuild", "--from", "2026-11-20", "--to", "2026-11-22"}
@@ -64,6 +66,9 @@ func TestRollupsVerifyAndRebuildFormats(t *testing.T) {
 		{name: "verify mismatch table", url: bad, args: verify, mismatch: true,
 			wantOut: "2026-11-21: 1 devices, 1 device-metrics, 10 raw readings, 12 counted by rollups\n" +
 				"DEVICE   METRIC  RAW  ROLLUP  DIFF\npump-17  temp     10      12    +2\n"},
+		{name: "verify typed mismatch table", url: typed, args: verify, mismatch: true,
+			wantOut: "2026-11-21: 1 devices, 1 device-metrics, 10 raw readings, 10 counted by rollups\n" +
+				"DEVICE   METRIC  RAW  ROLLUP  DIFF  DIFFERS\npump-17  n        10      10    +0  int_sum: raw 12, rollup 9; true_count: raw 3, rollup 2\n"},
 		{name: "verify mismatch csv", url: bad, args: append(verify, "--format", "csv"), mismatch: true,
 			wantOut:    "device,metric,raw,rollup,diff\npump-17,temp,10,12,+2\n",
 			wantStderr: "2026-11-21: 1 devices, 1 device-metrics, 10 raw readings, 12 counted by rollups\n"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/sluicehq/sluice/internal/client"
 	"github.com/sluicehq/sluice/internal/model"
@@ -19,12 +20,15 @@ func rollupsVerifyCommand() command {
 	return command{
 		name:     "rollups verify",
 		synopsis: "--day YYYY-MM-DD [--format table|csv|json]",
-		summary:  "compare raw reading counts with rollup counts per device and metric",
-		about: `Every (device, metric) whose count of raw readings on the UTC day differs
-from the count its rollups hold is printed; the exit status is then 1. Repair
-with 'query rollups rebuild' over that day. CSV lists the mismatches only (the
-totals go to stderr); JSON is the gateway's answer: day, devices, metrics,
-raw_rows, rollup_rows and mismatches (device, metric, raw, rollup).
+		summary:  "compare raw readings with rollups per device and metric",
+		about: `Every (device, metric) whose rollups on the UTC day differ from its raw
+readings is printed; the exit status is then 1. Compared: the count of values,
+the count of each type (float, int, bool, string), the exact int sum and the
+count of true bools; DIFFERS names each that differs. RAW and ROLLUP are the
+counts of values of every type. Repair with 'query rollups rebuild' over that
+day. CSV lists the mismatches only (the totals go to stderr); JSON is the
+gateway's answer: day, devices, metrics, raw_rows, rollup_rows and mismatches
+(device, metric, raw, rollup, diffs).
 `,
 		examples: []string{
 			"query rollups verify --day 2026-11-22",
@@ -72,11 +76,22 @@ func printVerification(e *env, f format, v client.Verification) error {
 	}
 	totals := fmt.Sprintf("%s: %d devices, %d device-metrics, %d raw readings, %d counted by rollups\n",
 		v.Day, v.Devices, v.Metrics, v.RawRows, v.RollupRows)
+	differs := false
+	for _, m := range v.Mismatches {
+		differs = differs || len(m.Diffs) > 0
+	}
 	t := render.Table{Columns: []render.Column{{Name: "device"}, {Name: "metric"}, {Name: "raw", Right: true},
 		{Name: "rollup", Right: true}, {Name: "diff", Right: true}}}
+	if differs {
+		t.Columns = append(t.Columns, render.Column{Name: "differs"})
+	}
 	for _, m := range v.Mismatches {
-		t.Rows = append(t.Rows, []string{m.Device, m.Metric, strconv.FormatInt(m.Raw, 10), strconv.FormatInt(m.Rollup, 10),
-			fmt.Sprintf("%+d", m.Rollup-m.Raw)})
+		row := []string{m.Device, m.Metric, strconv.FormatInt(m.Raw, 10), strconv.FormatInt(m.Rollup, 10),
+			fmt.Sprintf("%+d", m.Rollup-m.Raw)}
+		if differs {
+			row = append(row, strings.Join(m.Diffs, "; "))
+		}
+		t.Rows = append(t.Rows, row)
 	}
 	if f == formatCSV {
 		if err := t.WriteCSV(e.out); err != nil {

@@ -16,7 +16,13 @@ func topCommand() command {
 		name:     "top",
 		synopsis: "--metric M [--by max|mean|count] [--from T] [--to T] [--limit N] [--format table|csv|json]",
 		summary:  "rank the fleet's devices by a metric's max, mean or reading count",
-		about:    "Ranked from the rollups, highest first.\n\n" + timeHelp,
+		about: `Ranked from the rollups, highest first. COUNT counts values of every type;
+MEAN and MAX are those of the numeric values (floats and ints), so ranking
+by them leaves out devices whose values in the range are all bools or
+strings. INT_SUM (exact) and TRUE (the count of true bools) show when some
+device has ints or bools; LAST is each device's latest value of any type.
+
+` + timeHelp,
 		examples: []string{
 			"query top --metric temp --by max --from -1h",
 			"query top --metric power --by mean --from 2026-11-22 --to 2026-11-23 --limit 20",
@@ -54,19 +60,7 @@ func topCommand() command {
 				if err != nil {
 					return err
 				}
-				// The ranked column is marked with a star in a text table.
-				cols := []render.Column{{Name: "rank", Right: true}, {Name: "device"}, {Name: "count", Right: true},
-					{Name: "mean", Right: true}, {Name: "max", Right: true}}
-				for i := range cols {
-					if cols[i].Name == *by {
-						cols[i].Title = strings.ToUpper(*by) + "*"
-					}
-				}
-				t := render.Table{Columns: cols}
-				for i, d := range tl.Devices {
-					t.Rows = append(t.Rows, []string{strconv.Itoa(i + 1), d.Device, strconv.FormatUint(d.Count, 10),
-						strconv.FormatFloat(d.Mean, 'f', 3, 64), num(d.Max)})
-				}
+				t := topTable(tl.Devices, *by, f != formatCSV)
 				switch f {
 				case formatJSON:
 					enc := json.NewEncoder(e.out)
@@ -84,4 +78,49 @@ func topCommand() command {
 			}
 		},
 	}
+}
+
+// topTable lays out a top list; the ranked column is marked with a star
+// in a text table. The int_sum and true columns show only when some device
+// has ints or bools.
+func topTable(ds []client.Rank, by string, quote bool) render.Table {
+	var ints, bools bool
+	for _, d := range ds {
+		ints = ints || d.IntSum != ""
+		bools = bools || d.TrueCount != nil
+	}
+	cols := []render.Column{{Name: "rank", Right: true}, {Name: "device"}, {Name: "count", Right: true},
+		{Name: "mean", Right: true}, {Name: "max", Right: true}}
+	if ints {
+		cols = append(cols, render.Column{Name: "int_sum", Right: true})
+	}
+	if bools {
+		cols = append(cols, render.Column{Name: "true", Right: true})
+	}
+	cols = append(cols, render.Column{Name: "last", Right: true})
+	for i := range cols {
+		if cols[i].Name == by {
+			cols[i].Title = strings.ToUpper(by) + "*"
+		}
+	}
+	t := render.Table{Columns: cols}
+	for i, d := range ds {
+		mean := ""
+		if d.Mean != nil {
+			mean = strconv.FormatFloat(*d.Mean, 'f', 3, 64)
+		}
+		row := []string{strconv.Itoa(i + 1), d.Device, strconv.FormatUint(d.Count, 10), mean, optNum(d.Max)}
+		if ints {
+			row = append(row, string(d.IntSum))
+		}
+		if bools {
+			tc := ""
+			if d.TrueCount != nil {
+				tc = strconv.FormatUint(*d.TrueCount, 10)
+			}
+			row = append(row, tc)
+		}
+		t.Rows = append(t.Rows, append(row, value(d.Last, quote)))
+	}
+	return t
 }

@@ -12,6 +12,12 @@
 // and then skip tombstones (count = 0). It is partitioned by
 // toYYYYMMDD(minute): retention drops whole days with DROP PARTITION.
 //
+// Besides the float aggregates, a row has the aggregates of its int, bool
+// and string values (typedColumns); count counts values of every type and
+// the floats are count minus the typed counts, so rows of a table created
+// before those columns existed, which Migrate adds in place, read as
+// floats.
+//
 // Hours and days are aggregated at query time from the minute table, not
 // kept by materialized views: a view sees every inserted version of a row
 // and cannot take the replaced one back out, so an hourly
@@ -40,6 +46,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -103,6 +110,9 @@ type Store struct {
 
 	mu      sync.Mutex
 	version [2]int // major, minor; zero until known
+
+	// typedReady is set once the table is known to have the typed columns.
+	typedReady atomic.Bool
 }
 
 // Open prepares a connection pool. It does not dial: the gateway starts and
@@ -209,15 +219,54 @@ func (s *Store) Schema(major, minor int) []string {
     first_value Float64,
     last_ts     Int64,
     last_value  Float64,
-    version     UInt64
+    version     UInt64,
+` + typedColumnsDDL() + `
 ) ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMMDD(minute)
 ORDER BY (tenant, metric, device, minute, writer, part)`,
 	}
 }
 
-// Migrate creates the database and tables if they do not exist. It returns
-// the statements it ran.
+// typedColumns are the columns of the typed (int, bool, string)
+// aggregates, in table order, with their types. Tables created before they
+// existed get them from Migrate (ALTER TABLE … ADD COLUMN); their
+// defaults, zero counts, make the rows written before read as the float
+// rows they are: a row's float values are count minus the typed counts.
+// An int sum is int_sum + int_sum_hi × 2⁶⁴ (rollup.Int128.Split), so
+// int_sum alone is the sum whenever it fits an Int64 (int_sum_hi is 0).
+var typedColumns = [][2]string{
+	{"int_count", "UInt64"}, {"int_sum", "Int64"}, {"int_sum_hi", "Int64"}, {"int_min", "Int64"}, {"int_max", "Int64"},
+	{"int_first_ts", "Int64"}, {"int_first", "Int64"}, {"int_last_ts", "Int64"}, {"int_last", "Int64"},
+	{"bool_count", "UInt64"}, {"bool_true", "UInt64"}, {"bool_first_ts", "Int64"}, {"bool_first", "UInt8"},
+	{"bool_last_ts", "Int64"}, {"bool_last", "UInt8"},
+	{"str_count", "UInt64"}, {"str_first_ts", "Int64"}, {"str_first", "String"}, {"str_last_ts", "Int64"}, {"str_last", "String"},
+}
+
+func typedColumnsDDL() string {
+	var b strings.Builder
+	for i, c := range typedColumns {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, "    %-13s %s", c[0], c[1])
+	}
+	return b.String()
+}
+
+func typedColumnNames() string {
+	names := make([]string, len(typedColumns))
+	for i, c := range typedColumns {
+		names[i] = c[0]
+	}
+	return strings.Join(names, ", ")
+}
+
+// Migrate creates the database and tables if they do not exist, and adds
+// the columns a table created by an earlier version lacks. It returns the
+// statements it ran. It is idempotent, and two gateways may run it at once:
+// ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS, so it adds each missing
+// column alone and, should that fail, succeeds if the column is there now
+// (another gateway added it).
 func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 	major, minor, err := s.ServerVersion(ctx)
 	if err != nil {
@@ -225,15 +274,119 @@ func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 	}
 	stmts := s.Schema(major, minor)
 	for _, q := range stmts {
-		qctx, cancel := s.ctx(ctx)
-		err := s.conn.Exec(qctx, q)
-		cancel()
-		if err != nil {
+		if err := s.exec(ctx, q); err != nil {
 			return nil, fmt.Errorf("migrate clickhouse: %s: %w", firstLine(q), err)
 		}
 	}
+	added, err := s.addTypedColumns(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate clickhouse: %w", err)
+	}
+	stmts = append(stmts, added...)
 	s.logger.Info("clickhouse schema ready", "addr", s.cfg.Addr, "table", s.table, "server_version", fmt.Sprintf("%d.%d", major, minor))
 	return stmts, nil
+}
+
+// addTypedColumns adds the typed columns the table lacks and returns the
+// statements it ran. With no table (the database is not migrated) it does
+// nothing: the statement that needs the table says so.
+func (s *Store) addTypedColumns(ctx context.Context) ([]string, error) {
+	have, err := s.columnNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(have) == 0 {
+		return nil, nil
+	}
+	var stmts []string
+	for _, c := range typedColumns {
+		if have[c[0]] {
+			continue
+		}
+		q := fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s DEFAULT %s", s.table, c[0], c[1], zeroOf(c[1]))
+		if err := s.addColumn(ctx, q, c[0]); err != nil {
+			return nil, fmt.Errorf("%s: %w", q, err)
+		}
+		stmts = append(stmts, q)
+		s.logger.Info("clickhouse column added", "table", s.table, "column", c[0])
+	}
+	s.typedReady.Store(true)
+	return stmts, nil
+}
+
+// ensureTyped makes sure, once per Store, that the table has the typed
+// columns before a statement uses them: a gateway upgraded without `ingest
+// migrate` migrates the table in place when it first reads rollups or
+// inserts typed ones (an insert of float rows needs no new column).
+func (s *Store) ensureTyped(ctx context.Context) error {
+	if s.typedReady.Load() {
+		return nil
+	}
+	if _, err := s.addTypedColumns(ctx); err != nil {
+		return fmt.Errorf("add the typed rollup columns to %s: %w", s.table, err)
+	}
+	return nil
+}
+
+// addColumn runs q, which adds column name, and succeeds if name is there
+// afterwards: another gateway migrating at once may add it first (q then
+// fails), or hold the table while it does (q is then tried again, up to
+// five times).
+func (s *Store) addColumn(ctx context.Context, q, name string) error {
+	var err error
+	for attempt := range 5 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return errors.Join(err, ctx.Err())
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
+		}
+		if err = s.exec(ctx, q); err == nil {
+			return nil
+		}
+		if have, cerr := s.columnNames(ctx); cerr == nil && have[name] {
+			return nil
+		}
+	}
+	return err
+}
+
+func zeroOf(typ string) string {
+	if typ == "String" {
+		return "''"
+	}
+	return "0"
+}
+
+func (s *Store) exec(ctx context.Context, q string) error {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	return s.conn.Exec(ctx, q)
+}
+
+// columnNames returns the names of the minute table's columns.
+func (s *Store) columnNames(ctx context.Context) (map[string]bool, error) {
+	db, table, _ := strings.Cut(s.table, ".")
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	rows, err := s.conn.Query(ctx, "SELECT name FROM system.columns WHERE database = ? AND table = ?", db, table)
+	if err != nil {
+		return nil, fmt.Errorf("list the columns of %s: %w", s.table, err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, fmt.Errorf("list the columns of %s: %w", s.table, err)
+		}
+		out[n] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list the columns of %s: %w", s.table, err)
+	}
+	return out, nil
 }
 
 func firstLine(q string) string {
@@ -241,7 +394,34 @@ func firstLine(q string) string {
 	return l
 }
 
-const columns = "tenant, device, metric, minute, writer, part, count, sum, min, max, first_ts, first_value, last_ts, last_value, version"
+// floatColumns are the columns of a row without typed values; columns
+// adds the typed ones.
+const floatColumns = "tenant, device, metric, minute, writer, part, count, sum, min, max, first_ts, first_value, last_ts, last_value, version"
+
+var columns = floatColumns + ", " + typedColumnNames()
+
+// appendRow appends r to b: the values of columns, or with typed false of
+// floatColumns.
+func appendRow(b driver.Batch, r *rollup.Row, typed bool) error {
+	minute := time.UnixMilli(r.Minute).UTC()
+	if !typed {
+		return b.Append(r.Tenant, r.Device, r.Metric, minute, r.Writer, r.Part, r.Count,
+			r.Sum, r.Min, r.Max, r.FirstTS, r.FirstValue, r.LastTS, r.LastValue, r.Version)
+	}
+	lo, hi := r.IntSum.Split()
+	return b.Append(r.Tenant, r.Device, r.Metric, minute, r.Writer, r.Part, r.Count,
+		r.Sum, r.Min, r.Max, r.FirstTS, r.FirstValue, r.LastTS, r.LastValue, r.Version,
+		r.IntCount, lo, hi, r.IntMin, r.IntMax, r.IntFirstTS, r.IntFirst, r.IntLastTS, r.IntLast,
+		r.BoolCount, r.TrueCount, r.BoolFirstTS, boolByte(r.BoolFirst), r.BoolLastTS, boolByte(r.BoolLast),
+		r.StrCount, r.StrFirstTS, r.StrFirst, r.StrLastTS, r.StrLast)
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // Insert writes rows in one INSERT. Inserting a row again, or an older
 // version of it, changes nothing once parts merge, and nothing FINAL sees.
@@ -249,15 +429,28 @@ func (s *Store) Insert(ctx context.Context, rows []rollup.Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
+	// A batch of float rows leaves the typed columns to their defaults:
+	// 20 columns fewer to send, which halves the cost of an insert.
+	typed, cols := false, floatColumns
+	for i := range rows {
+		if rows[i].HasTyped() {
+			typed, cols = true, columns
+			break
+		}
+	}
+	if typed {
+		if err := s.ensureTyped(ctx); err != nil {
+			return fmt.Errorf("insert %d rollup rows: %w", len(rows), err)
+		}
+	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table+" ("+columns+")")
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table+" ("+cols+")")
 	if err != nil {
 		return fmt.Errorf("insert %d rollup rows: %w", len(rows), err)
 	}
-	for _, r := range rows {
-		if err := b.Append(r.Tenant, r.Device, r.Metric, time.UnixMilli(r.Minute).UTC(), r.Writer, r.Part, r.Count,
-			r.Sum, r.Min, r.Max, r.FirstTS, r.FirstValue, r.LastTS, r.LastValue, r.Version); err != nil {
+	for i := range rows {
+		if err := appendRow(b, &rows[i], typed); err != nil {
 			_ = b.Abort()
 			return fmt.Errorf("insert %d rollup rows: %w", len(rows), err)
 		}
@@ -294,15 +487,64 @@ func secondsCeil(ms int64) int64 {
 	return m / 1000
 }
 
+// aggregates folds the rows of a group into one rollup.Bucket, as
+// rollup.Bucket.Merge does, each type apart: a row's float aggregates
+// count only if it has float values (count above its typed counts). The
+// int sum is added exactly: each row's int_sum is split into its high and
+// low 32 bits (as unsigned), whose sums cannot overflow, with the number
+// of negative ones and the sum of int_sum_hi (see scanBucket).
+const aggregates = `sum(count), sum(count - int_count - bool_count - str_count),
+    sum(sum), minIf(min, fl), maxIf(max, fl),
+    minIf(first_ts, fl), argMinIf(first_value, first_ts, fl), maxIf(last_ts, fl), argMaxIf(last_value, last_ts, fl),
+    sum(int_count), sum(int_sum_hi), sum(bitShiftRight(toUInt64(int_sum), 32)), sum(bitAnd(toUInt64(int_sum), 4294967295)),
+    countIf(int_sum < 0), minIf(int_min, int_count > 0), maxIf(int_max, int_count > 0),
+    minIf(int_first_ts, int_count > 0), argMinIf(int_first, int_first_ts, int_count > 0),
+    maxIf(int_last_ts, int_count > 0), argMaxIf(int_last, int_last_ts, int_count > 0),
+    sum(bool_count), sum(bool_true), minIf(bool_first_ts, bool_count > 0), argMinIf(bool_first, bool_first_ts, bool_count > 0),
+    maxIf(bool_last_ts, bool_count > 0), argMaxIf(bool_last, bool_last_ts, bool_count > 0),
+    sum(str_count), minIf(str_first_ts, str_count > 0), argMinIf(str_first, str_first_ts, str_count > 0),
+    maxIf(str_last_ts, str_count > 0), argMaxIf(str_last, str_last_ts, str_count > 0)`
+
+// live selects the latest version of every row that filter w selects,
+// tombstones left out, with fl: whether the row has float values.
+func (s *Store) live(w string) string {
+	return fmt.Sprintf("(SELECT *, count > int_count + bool_count + str_count AS fl FROM %s FINAL WHERE %s) WHERE count > 0", s.table, w)
+}
+
+// scanBucket scans the columns of aggregates, after the first skip
+// targets, into a bucket.
+func scanBucket(rows driver.Rows, b *rollup.Bucket, before ...any) error {
+	var floats int64
+	var hi int64
+	var upper, lower, neg uint64
+	var bf, bl uint8
+	err := rows.Scan(append(before, &b.Count, &floats, &b.Sum, &b.Min, &b.Max, &b.FirstTS, &b.FirstValue, &b.LastTS, &b.LastValue,
+		&b.IntCount, &hi, &upper, &lower, &neg, &b.IntMin, &b.IntMax, &b.IntFirstTS, &b.IntFirst, &b.IntLastTS, &b.IntLast,
+		&b.BoolCount, &b.TrueCount, &b.BoolFirstTS, &bf, &b.BoolLastTS, &bl,
+		&b.StrCount, &b.StrFirstTS, &b.StrFirst, &b.StrLastTS, &b.StrLast)...)
+	if err != nil {
+		return err
+	}
+	// The rows' int sums are Σ(int_sum_hi×2⁶⁴ + int_sum); each int_sum is
+	// its unsigned reading less 2⁶⁴ when negative, and the unsigned
+	// readings add up to upper×2³² + lower.
+	b.IntSum = rollup.Int128{Hi: hi - int64(neg)}.
+		Add(rollup.Int128{Hi: int64(upper >> 32), Lo: upper << 32}).
+		Add(rollup.Int128{Lo: lower})
+	b.BoolFirst, b.BoolLast = bf != 0, bl != 0
+	return nil
+}
+
 // Series returns the buckets of one device's metric over the filter's
 // range, folded to the step at query time.
 func (s *Store) Series(ctx context.Context, q rollup.Filter, step rollup.Step) ([]rollup.Bucket, error) {
+	if err := s.ensureTyped(ctx); err != nil {
+		return nil, fmt.Errorf("read rollups of %q %q: %w", q.Device, q.Metric, err)
+	}
 	w, args := where(q)
 	stepS := int64(step) / 1000
-	query := fmt.Sprintf(`SELECT intDiv(toUInt32(minute), %d) * %d AS t, sum(count), sum(sum), min(min), max(max),
-    min(first_ts), argMin(first_value, first_ts), max(last_ts), argMax(last_value, last_ts)
-FROM (SELECT * FROM %s FINAL WHERE %s)
-WHERE count > 0 GROUP BY t ORDER BY t`, stepS, stepS, s.table, w)
+	query := fmt.Sprintf(`SELECT intDiv(toUInt32(minute), %d) * %d AS t, %s
+FROM %s GROUP BY t ORDER BY t`, stepS, stepS, aggregates, s.live(w))
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	rows, err := s.conn.Query(ctx, query, args...)
@@ -314,7 +556,7 @@ WHERE count > 0 GROUP BY t ORDER BY t`, stepS, stepS, s.table, w)
 	for rows.Next() {
 		var b rollup.Bucket
 		var t uint64
-		if err := rows.Scan(&t, &b.Count, &b.Sum, &b.Min, &b.Max, &b.FirstTS, &b.FirstValue, &b.LastTS, &b.LastValue); err != nil {
+		if err := scanBucket(rows, &b, &t); err != nil {
 			return nil, fmt.Errorf("read rollups of %q %q: %w", q.Device, q.Metric, err)
 		}
 		b.Start = int64(t) * 1000
@@ -326,23 +568,34 @@ WHERE count > 0 GROUP BY t ORDER BY t`, stepS, stepS, s.table, w)
 	return out, nil
 }
 
-// Top ranks the devices of a metric over the filter's range.
+// Top ranks the devices of a metric over the filter's range, as
+// rollup.Top does: by max or mean only devices with numeric (float or
+// int) values. The server orders by a float approximation of the exact
+// int sums; the page is ordered again by the exact values.
 func (s *Store) Top(ctx context.Context, q rollup.Filter, by rollup.By, limit int) ([]rollup.Rank, error) {
+	if err := s.ensureTyped(ctx); err != nil {
+		return nil, fmt.Errorf("rank devices by %s of %q: %w", by, q.Metric, err)
+	}
 	w, args := where(q)
-	var order string
+	const (
+		fc      = "sum(count - int_count - bool_count - str_count)"
+		numeric = "(" + fc + " + sum(int_count))"
+	)
+	var order, having string
 	switch by {
 	case rollup.ByMax:
-		order = "mx"
+		order = "greatest(if(" + fc + " > 0, maxIf(max, fl), -inf), if(sum(int_count) > 0, toFloat64(maxIf(int_max, int_count > 0)), -inf))"
+		having = "HAVING " + numeric + " > 0"
 	case rollup.ByMean:
-		order = "s / c"
+		order = "(sum(sum) + sum(toFloat64(int_sum) + toFloat64(int_sum_hi) * 18446744073709551616)) / " + numeric
+		having = "HAVING " + numeric + " > 0"
 	case rollup.ByCount:
-		order = "c"
+		order = "sum(count)"
 	default:
 		return nil, fmt.Errorf("rank by %q: not one of max, mean, count", by)
 	}
-	query := fmt.Sprintf(`SELECT device, sum(count) AS c, sum(sum) AS s, max(max) AS mx
-FROM (SELECT * FROM %s FINAL WHERE %s)
-WHERE count > 0 GROUP BY device ORDER BY %s DESC, device LIMIT %d`, s.table, w, order, limit)
+	query := fmt.Sprintf(`SELECT device, %s
+FROM %s GROUP BY device %s ORDER BY %s DESC, device LIMIT %d`, aggregates, s.live(w), having, order, limit)
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	rows, err := s.conn.Query(ctx, query, args...)
@@ -354,7 +607,7 @@ WHERE count > 0 GROUP BY device ORDER BY %s DESC, device LIMIT %d`, s.table, w, 
 	for rows.Next() {
 		var d string
 		var b rollup.Bucket
-		if err := rows.Scan(&d, &b.Count, &b.Sum, &b.Max); err != nil {
+		if err := scanBucket(rows, &b, &d); err != nil {
 			return nil, fmt.Errorf("rank devices by %s of %q: %w", by, q.Metric, err)
 		}
 		out = append(out, rollup.RankOf(d, b, by))
@@ -362,12 +615,16 @@ WHERE count > 0 GROUP BY device ORDER BY %s DESC, device LIMIT %d`, s.table, w, 
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("rank devices by %s of %q: %w", by, q.Metric, err)
 	}
+	rollup.SortRanks(out)
 	return out, nil
 }
 
 // Rows returns the latest version of every row in the filter's range,
 // tombstones excluded (Metric may be empty: all metrics).
 func (s *Store) Rows(ctx context.Context, q rollup.Filter) ([]rollup.Row, error) {
+	if err := s.ensureTyped(ctx); err != nil {
+		return nil, fmt.Errorf("read rollup rows: %w", err)
+	}
 	w, args := where(q)
 	query := fmt.Sprintf(`SELECT %s FROM (SELECT * FROM %s FINAL WHERE %s) WHERE count > 0`, columns, s.table, w)
 	ctx, cancel := s.ctx(ctx)
@@ -381,11 +638,18 @@ func (s *Store) Rows(ctx context.Context, q rollup.Filter) ([]rollup.Row, error)
 	for rows.Next() {
 		var r rollup.Row
 		var m time.Time
+		var lo, hi int64
+		var bf, bl uint8
 		if err := rows.Scan(&r.Tenant, &r.Device, &r.Metric, &m, &r.Writer, &r.Part, &r.Count, &r.Sum, &r.Min, &r.Max,
-			&r.FirstTS, &r.FirstValue, &r.LastTS, &r.LastValue, &r.Version); err != nil {
+			&r.FirstTS, &r.FirstValue, &r.LastTS, &r.LastValue, &r.Version,
+			&r.IntCount, &lo, &hi, &r.IntMin, &r.IntMax, &r.IntFirstTS, &r.IntFirst, &r.IntLastTS, &r.IntLast,
+			&r.BoolCount, &r.TrueCount, &r.BoolFirstTS, &bf, &r.BoolLastTS, &bl,
+			&r.StrCount, &r.StrFirstTS, &r.StrFirst, &r.StrLastTS, &r.StrLast); err != nil {
 			return nil, fmt.Errorf("read rollup rows: %w", err)
 		}
 		r.Minute = m.UnixMilli()
+		r.IntSum = rollup.JoinInt128(lo, hi)
+		r.BoolFirst, r.BoolLast = bf != 0, bl != 0
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {

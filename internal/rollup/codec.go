@@ -9,11 +9,18 @@ import (
 
 // codecVersion is the first byte of an encoded row list; valueVersion the
 // first byte of an encoded aggregate (EncodeValue), which leaves out the
-// row's key, and pointVersion that of an aggregate of one point.
+// row's key, and pointVersion that of an aggregate of one float point.
+// typedListVersion and typedValueVersion are those of a list and of an
+// aggregate that hold typed (int, bool, string) aggregates after the float
+// ones: they are written only when a row has typed values, so rows of
+// floats keep the bytes they had before typed values existed (and a
+// gateway of that time still reads them).
 const (
-	codecVersion = 1
-	valueVersion = 2
-	pointVersion = 3
+	codecVersion      = 1
+	valueVersion      = 2
+	pointVersion      = 3
+	typedListVersion  = 4
+	typedValueVersion = 5
 )
 
 // ErrCorrupt is returned for bytes that do not decode.
@@ -23,27 +30,78 @@ var ErrCorrupt = errors.New("corrupt rollup rows")
 // record format (EncodeRow writes a list of one, the embedded rollup
 // store's value).
 func EncodeRows(b []byte, rows []Row) []byte {
-	b = append(b, codecVersion)
+	typed := false
+	for i := range rows {
+		typed = typed || rows[i].HasTyped()
+	}
+	b = append(b, listVersion(typed))
 	b = binary.AppendUvarint(b, uint64(len(rows)))
 	for i := range rows {
-		b = appendRow(b, &rows[i])
+		b = appendRow(b, &rows[i], typed)
 	}
 	return b
 }
 
 // EncodeRow appends the binary form of a list of the one row r.
 func EncodeRow(b []byte, r *Row) []byte {
-	return appendRow(append(b, codecVersion, 1), r)
+	typed := r.HasTyped()
+	return appendRow(append(b, listVersion(typed), 1), r, typed)
 }
 
-func appendRow(b []byte, r *Row) []byte {
+func listVersion(typed bool) byte {
+	if typed {
+		return typedListVersion
+	}
+	return codecVersion
+}
+
+func appendRow(b []byte, r *Row, typed bool) []byte {
 	b = appendStr(b, r.Tenant)
 	b = appendStr(b, r.Device)
 	b = appendStr(b, r.Metric)
 	b = binary.AppendVarint(b, r.Minute)
 	b = binary.BigEndian.AppendUint16(b, r.Writer)
 	b = binary.AppendUvarint(b, r.Part)
-	return appendAggregate(b, r)
+	b = appendAggregate(b, r)
+	if typed {
+		b = appendTyped(b, &r.Typed)
+	}
+	return b
+}
+
+// appendTyped appends the typed aggregates: per type its count, then, if
+// it is not 0, that type's fields.
+func appendTyped(b []byte, t *Typed) []byte {
+	b = binary.AppendUvarint(b, t.IntCount)
+	if t.IntCount > 0 {
+		b = binary.AppendVarint(b, t.IntSum.Hi)
+		b = binary.AppendUvarint(b, t.IntSum.Lo)
+		for _, v := range [6]int64{t.IntMin, t.IntMax, t.IntFirstTS, t.IntFirst, t.IntLastTS, t.IntLast} {
+			b = binary.AppendVarint(b, v)
+		}
+	}
+	b = binary.AppendUvarint(b, t.BoolCount)
+	if t.BoolCount > 0 {
+		var flags byte
+		if t.BoolFirst {
+			flags |= 1
+		}
+		if t.BoolLast {
+			flags |= 2
+		}
+		b = binary.AppendUvarint(b, t.TrueCount)
+		b = binary.AppendVarint(b, t.BoolFirstTS)
+		b = binary.AppendVarint(b, t.BoolLastTS)
+		b = append(b, flags)
+	}
+	b = binary.AppendUvarint(b, t.StrCount)
+	if t.StrCount > 0 {
+		b = binary.AppendVarint(b, t.StrFirstTS)
+		b = appendStr(b, t.StrFirst)
+		b = binary.AppendVarint(b, t.StrLastTS)
+		b = appendStr(b, t.StrLast)
+	}
+	return b
 }
 
 // appendAggregate appends what a row holds besides its key: the tail of a
@@ -139,9 +197,34 @@ func (d *decoder) skipStr(what string) {
 	d.b = d.b[n:]
 }
 
+// typed decodes what appendTyped wrote.
+func (d *decoder) typed(r *Row) {
+	t := &r.Typed
+	if t.IntCount = d.uvarint("int count"); t.IntCount > 0 {
+		t.IntSum.Hi = d.varint("int sum")
+		t.IntSum.Lo = d.uvarint("int sum")
+		for _, v := range [6]*int64{&t.IntMin, &t.IntMax, &t.IntFirstTS, &t.IntFirst, &t.IntLastTS, &t.IntLast} {
+			*v = d.varint("int")
+		}
+	}
+	if t.BoolCount = d.uvarint("bool count"); t.BoolCount > 0 {
+		t.TrueCount = d.uvarint("true count")
+		t.BoolFirstTS, t.BoolLastTS = d.varint("bool first_ts"), d.varint("bool last_ts")
+		flags := d.fixed(1, "bool flags")[0]
+		t.BoolFirst, t.BoolLast = flags&1 != 0, flags&2 != 0
+	}
+	if t.StrCount = d.uvarint("string count"); t.StrCount > 0 {
+		t.StrFirstTS, t.StrFirst = d.varint("string first_ts"), d.str("string first")
+		t.StrLastTS, t.StrLast = d.varint("string last_ts"), d.str("string last")
+	}
+	if d.err == nil && t.typedCount() > r.Count {
+		d.fail("typed counts")
+	}
+}
+
 // row decodes one row into r; with keys false it steps over the three
 // strings of the key instead of copying them.
-func (d *decoder) row(r *Row, keys bool) {
+func (d *decoder) row(r *Row, keys bool, typed bool) {
 	if keys {
 		r.Tenant, r.Device, r.Metric = d.str("tenant"), d.str("device"), d.str("metric")
 	} else {
@@ -153,6 +236,9 @@ func (d *decoder) row(r *Row, keys bool) {
 	r.Writer = binary.BigEndian.Uint16(d.fixed(2, "writer"))
 	r.Part = d.uvarint("part")
 	d.aggregate(r)
+	if typed {
+		d.typed(r)
+	}
 }
 
 // aggregate decodes what appendAggregate wrote.
@@ -167,9 +253,10 @@ func (d *decoder) aggregate(r *Row) {
 
 // DecodeRows is the inverse of EncodeRows.
 func DecodeRows(b []byte) ([]Row, error) {
-	if len(b) == 0 || b[0] != codecVersion {
+	if len(b) == 0 || b[0] != codecVersion && b[0] != typedListVersion {
 		return nil, fmt.Errorf("version: %w", ErrCorrupt)
 	}
+	typed := b[0] == typedListVersion
 	d := &decoder{b: b[1:]}
 	n := d.uvarint("row count")
 	if n > uint64(len(d.b)) { // every row takes more than one byte
@@ -178,7 +265,7 @@ func DecodeRows(b []byte) ([]Row, error) {
 	rows := make([]Row, 0, n)
 	for range n {
 		var r Row
-		d.row(&r, true)
+		d.row(&r, true, typed)
 		if d.err != nil {
 			return nil, d.err
 		}
@@ -217,6 +304,9 @@ func RowVersion(b []byte) (uint64, error) {
 // aggregate of one point (a device reporting less than once a minute: most
 // windows of a large fleet) is stored as that point, a third of that.
 func EncodeValue(b []byte, r *Row) []byte {
+	if r.HasTyped() {
+		return appendTyped(appendAggregate(append(b, typedValueVersion), r), &r.Typed)
+	}
 	if onePoint(r) {
 		b = append(b, pointVersion)
 		b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Sum))
@@ -235,7 +325,9 @@ func onePoint(r *Row) bool {
 }
 
 // IsValue reports whether b is in EncodeValue's form (else EncodeRow's).
-func IsValue(b []byte) bool { return len(b) > 0 && (b[0] == valueVersion || b[0] == pointVersion) }
+func IsValue(b []byte) bool {
+	return len(b) > 0 && (b[0] == valueVersion || b[0] == pointVersion || b[0] == typedValueVersion)
+}
 
 // DecodeValue decodes what EncodeValue wrote into r's aggregate fields,
 // leaving its key alone.
@@ -244,6 +336,7 @@ func DecodeValue(b []byte, r *Row) error {
 		return fmt.Errorf("value version: %w", ErrCorrupt)
 	}
 	d := decoder{b: b[1:]}
+	r.Typed = Typed{}
 	if b[0] == pointVersion {
 		v := math.Float64frombits(binary.BigEndian.Uint64(d.fixed(8, "value")))
 		r.Count, r.Sum, r.Min, r.Max, r.FirstValue, r.LastValue = 1, v, v, v, v, v
@@ -252,6 +345,9 @@ func DecodeValue(b []byte, r *Row) error {
 		r.Version = d.uvarint("version")
 	} else {
 		d.aggregate(r)
+		if b[0] == typedValueVersion {
+			d.typed(r)
+		}
 	}
 	if d.err != nil {
 		return d.err
@@ -263,14 +359,14 @@ func DecodeValue(b []byte, r *Row) error {
 }
 
 func decodeOne(b []byte, r *Row, keys bool) error {
-	if len(b) == 0 || b[0] != codecVersion {
+	if len(b) == 0 || b[0] != codecVersion && b[0] != typedListVersion {
 		return fmt.Errorf("version: %w", ErrCorrupt)
 	}
 	d := decoder{b: b[1:]}
 	if n := d.uvarint("row count"); d.err == nil && n != 1 {
 		return fmt.Errorf("row count %d, want 1: %w", n, ErrCorrupt)
 	}
-	d.row(r, keys)
+	d.row(r, keys, b[0] == typedListVersion)
 	if d.err != nil {
 		*r = Row{}
 		return d.err

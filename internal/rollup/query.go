@@ -63,7 +63,9 @@ type Filter struct {
 	To     int64
 }
 
-// Bucket is the combined aggregate of one step of one device's metric.
+// Bucket is the combined aggregate of one step of one device's metric. As
+// in a Row, Count counts every value, the float fields aggregate the float
+// values and Typed the others.
 type Bucket struct {
 	Start      int64 // ms
 	Count      uint64
@@ -74,39 +76,47 @@ type Bucket struct {
 	FirstValue float64
 	LastTS     int64
 	LastValue  float64
+	Typed
 }
 
-// Mean is Sum/Count.
+// Mean is the mean of the numeric values, floats and ints together (the
+// exact int sum rounded once), or NaN if there are none.
 func (b Bucket) Mean() float64 {
-	if b.Count == 0 {
+	n := b.Numeric()
+	if n == 0 {
 		return math.NaN()
 	}
-	return b.Sum / float64(b.Count)
+	if b.IntCount == 0 {
+		return b.Sum / float64(n)
+	}
+	return (b.Sum + b.IntSum.Float64()) / float64(n)
 }
 
-// Merge folds a partial aggregate into the bucket: counts and sums add, the
-// extremes are kept, the first value is the earliest and the last the latest
-// (on equal timestamps, the larger value, so that the result does not depend
-// on the order of the parts).
+// Merge folds a partial aggregate into the bucket: counts and sums add
+// (int sums exactly), the extremes are kept, the first value is the
+// earliest and the last the latest (on equal timestamps, the larger value,
+// so that the result does not depend on the order of the parts); each
+// type apart.
 func (b *Bucket) Merge(r Row) {
 	if r.Count == 0 {
 		return
 	}
-	if b.Count == 0 {
-		*b = Bucket{Start: b.Start, Count: r.Count, Sum: r.Sum, Min: r.Min, Max: r.Max,
-			FirstTS: r.FirstTS, FirstValue: r.FirstValue, LastTS: r.LastTS, LastValue: r.LastValue}
-		return
+	if fc := r.FloatCount(); fc > 0 && b.FloatCount() == 0 {
+		b.Sum, b.Min, b.Max = r.Sum, r.Min, r.Max
+		b.FirstTS, b.FirstValue, b.LastTS, b.LastValue = r.FirstTS, r.FirstValue, r.LastTS, r.LastValue
+	} else if fc > 0 {
+		b.Sum += r.Sum
+		b.Min = min(b.Min, r.Min)
+		b.Max = max(b.Max, r.Max)
+		if r.FirstTS < b.FirstTS || r.FirstTS == b.FirstTS && r.FirstValue > b.FirstValue {
+			b.FirstTS, b.FirstValue = r.FirstTS, r.FirstValue
+		}
+		if r.LastTS > b.LastTS || r.LastTS == b.LastTS && r.LastValue > b.LastValue {
+			b.LastTS, b.LastValue = r.LastTS, r.LastValue
+		}
 	}
 	b.Count += r.Count
-	b.Sum += r.Sum
-	b.Min = min(b.Min, r.Min)
-	b.Max = max(b.Max, r.Max)
-	if r.FirstTS < b.FirstTS || r.FirstTS == b.FirstTS && r.FirstValue > b.FirstValue {
-		b.FirstTS, b.FirstValue = r.FirstTS, r.FirstValue
-	}
-	if r.LastTS > b.LastTS || r.LastTS == b.LastTS && r.LastValue > b.LastValue {
-		b.LastTS, b.LastValue = r.LastTS, r.LastValue
-	}
+	b.MergeTyped(&r.Typed)
 }
 
 // Latest keeps, of rows with the same (key, writer, part), the one with the
@@ -180,12 +190,17 @@ type Rank struct {
 	Device string
 	Value  float64 // the ranking value: max, mean or count
 	Count  uint64
-	Mean   float64
-	Max    float64
+	Mean   float64 // of the numeric values (NaN if none)
+	Max    float64 // of the numeric values (NaN if none)
+	// Agg is the device's aggregate over the whole range (Start 0).
+	Agg Bucket
 }
 
 // Top ranks the devices of latest rows (one metric, one time range) by by,
-// highest first, ties by device name, and keeps limit of them.
+// highest first, ties by device name, and keeps limit of them. By count
+// every device is ranked, whatever the type of its values; by max or mean
+// only those with numeric (float or int) values: a device whose values in
+// the range are all bools or strings is left out.
 func Top(rows []Row, by By, limit int) []Rank {
 	per := make(map[string]*Bucket)
 	for _, r := range rows {
@@ -201,6 +216,9 @@ func Top(rows []Row, by By, limit int) []Rank {
 	}
 	out := make([]Rank, 0, len(per))
 	for d, b := range per {
+		if by != ByCount && b.Numeric() == 0 {
+			continue
+		}
 		out = append(out, RankOf(d, *b, by))
 	}
 	SortRanks(out)
@@ -212,10 +230,10 @@ func Top(rows []Row, by By, limit int) []Rank {
 
 // RankOf builds the rank of a device from its combined bucket.
 func RankOf(device string, b Bucket, by By) Rank {
-	r := Rank{Device: device, Count: b.Count, Mean: b.Mean(), Max: b.Max}
+	r := Rank{Device: device, Count: b.Count, Mean: b.Mean(), Max: b.NumericMax(), Agg: b}
 	switch by {
 	case ByMax:
-		r.Value = b.Max
+		r.Value = r.Max
 	case ByMean:
 		r.Value = r.Mean
 	case ByCount:

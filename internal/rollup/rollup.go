@@ -1,8 +1,9 @@
 // Package rollup holds the per-minute aggregates of readings: the row
 // (count, sum, min, max, first and last of one tenant, device, metric and
-// minute), how it is computed from readings read back from the raw store
-// (Compute), encoded (for the outbox and the embedded rollup store) and
-// combined at query time into coarser steps and rankings. It is pure: it
+// minute, kept apart for float, int, bool and string values), how it is
+// computed from readings read back from the raw store (Compute), encoded
+// (for the outbox and the embedded rollup store) and combined at query
+// time into coarser steps and rankings. It is pure: it
 // does no I/O and never reads the clock.
 //
 // # Versions and parts
@@ -54,6 +55,15 @@ const RebuildWriter = math.MaxUint16
 
 // Row is one emitted partial aggregate of a window. A row with Count == 0
 // is a tombstone: it retracts an earlier version of the same row.
+//
+// Count counts every value of the window, whatever its type; Sum, Min,
+// Max and the first and last value are those of its float values (zero
+// when it has none), and Typed holds the aggregates of its int, bool and
+// string values, so that a metric whose type changes within a minute
+// loses nothing. The float values are counted by what is left:
+// FloatCount, Count minus the typed counts. Rows written before typed
+// values (and the columns and encodings that hold them) existed have no
+// typed counts, so they read as the float rows they are.
 type Row struct {
 	Key
 	Writer     uint16
@@ -66,8 +76,12 @@ type Row struct {
 	FirstValue float64
 	LastTS     int64
 	LastValue  float64
-	Version    uint64
+	Typed
+	Version uint64
 }
+
+// FloatCount is the number of float values of the row.
+func (r *Row) FloatCount() uint64 { return r.Count - r.typedCount() }
 
 // Compute aggregates the readings of one device, as read back from the raw
 // store, into one row per (metric, minute): what a recompute writes. The
@@ -80,7 +94,7 @@ func Compute(tenant, device string, readings []model.Reading, version uint64) []
 		readings = slices.Clone(readings)
 		slices.SortFunc(readings, func(a, b model.Reading) int { return cmp.Compare(a.TS, b.TS) })
 	}
-	var out []Row
+	out := make([]Row, 0, rowsEstimate(readings))
 	start := 0 // the first row of the current minute in out
 	minute := int64(math.MinInt64)
 	for _, r := range readings {
@@ -95,16 +109,56 @@ func Compute(tenant, device string, readings []model.Reading, version uint64) []
 			}
 			if i == len(out) {
 				out = append(out, Row{Key: Key{Tenant: tenant, Device: device, Metric: mt.Name, Minute: minute},
-					Writer: RebuildWriter, Version: version, Min: math.Inf(1), Max: math.Inf(-1), FirstTS: r.TS, FirstValue: mt.Value})
+					Writer: RebuildWriter, Version: version, Min: math.Inf(1), Max: math.Inf(-1), FirstTS: noFloat})
 			}
 			row := &out[i]
+			switch mt.Type {
+			case model.TypeInt:
+				row.addInt(r.TS, mt.Int)
+			case model.TypeBool:
+				row.addBool(r.TS, mt.Int != 0)
+			case model.TypeString:
+				row.addStr(r.TS, mt.Str)
+			default:
+				v := mt.Value
+				if row.FirstTS == noFloat {
+					row.FirstTS, row.FirstValue = r.TS, v
+				}
+				row.Sum += v
+				row.Min = min(row.Min, v)
+				row.Max = max(row.Max, v)
+				row.LastTS, row.LastValue = r.TS, v
+			}
 			row.Count++
-			row.Sum += mt.Value
-			row.Min = min(row.Min, mt.Value)
-			row.Max = max(row.Max, mt.Value)
-			row.LastTS, row.LastValue = r.TS, mt.Value
 		}
 	}
 	slices.SortFunc(out[start:], func(x, y Row) int { return strings.Compare(x.Metric, y.Metric) })
+	for i := range out {
+		if r := &out[i]; r.FirstTS == noFloat { // no float values: their fields are zero
+			r.Min, r.Max, r.FirstTS = 0, 0, 0
+		}
+	}
 	return out
+}
+
+// noFloat marks, while Compute runs, a row that has no float value yet.
+const noFloat = math.MinInt64
+
+// rowsEstimate is the number of rows Compute makes of readings sorted by
+// time if every minute they span has the first reading's metrics, at most
+// the number of values: exact for a device that reports the same metrics
+// every minute, so that the rows are allocated once.
+func rowsEstimate(readings []model.Reading) int {
+	if len(readings) == 0 {
+		return 0
+	}
+	n := 0
+	for _, r := range readings {
+		n += len(r.Metrics)
+	}
+	minutes := (MinuteOf(readings[len(readings)-1].TS)-MinuteOf(readings[0].TS))/MinuteMillis + 1
+	if minutes < 0 || minutes > int64(n) {
+		return n
+	}
+	return min(n, int(minutes)*len(readings[0].Metrics))
 }

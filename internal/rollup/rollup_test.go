@@ -197,6 +197,9 @@ func FuzzDecodeRows(f *testing.F) {
 	f.Add([]byte{1, 0})
 	f.Add(EncodeValue(nil, &Row{Count: 2, Sum: 3, Min: 1, Max: 2, FirstTS: 5, LastTS: 9, Version: 7}))
 	f.Add(EncodeValue(nil, &Row{Count: 1, Sum: 3, Min: 3, Max: 3, FirstValue: 3, LastValue: 3, FirstTS: 5, LastTS: 5, Version: 7}))
+	typed := Compute("t", "d", []model.Reading{{TS: 5, Metrics: []model.Metric{model.IntMetric("i", -3), model.BoolMetric("b", true), model.StringMetric("s", "x")}}}, 7)
+	f.Add(EncodeRows(nil, typed))
+	f.Add(EncodeValue(nil, &typed[0]))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if IsValue(b) {
 			// A stored aggregate without its key: RowVersion accepts

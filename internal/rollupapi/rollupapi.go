@@ -218,8 +218,7 @@ func (h *Handler) Rollups(w http.ResponseWriter, r *http.Request) {
 	}
 	out := wire.RollupSeries{Device: f.Device, Metric: f.Metric, Step: step.String(), Buckets: make([]Bucket, len(bs))}
 	for i, b := range bs {
-		out.Buckets[i] = Bucket{Start: ts(b.Start), Count: b.Count, Sum: b.Sum, Min: b.Min, Max: b.Max, Mean: b.Mean(),
-			First: b.FirstValue, FirstTS: ts(b.FirstTS), Last: b.LastValue, LastTS: ts(b.LastTS)}
+		out.Buckets[i] = BucketOf(b)
 	}
 	httpx.JSON(w, http.StatusOK, out)
 }
@@ -258,7 +257,7 @@ func (h *Handler) Top(w http.ResponseWriter, r *http.Request) {
 	}
 	out := wire.TopList{Metric: f.Metric, By: string(by), Devices: make([]Rank, len(ranks))}
 	for i, k := range ranks {
-		out.Devices[i] = Rank{Device: k.Device, Value: k.Value, Count: k.Count, Mean: k.Mean, Max: k.Max}
+		out.Devices[i] = RankOf(k)
 	}
 	httpx.JSON(w, http.StatusOK, out)
 }

@@ -344,9 +344,9 @@ func TestRebuildAndVerifyAfterDamage(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []Mismatch{
-			{Device: "a", Metric: "power", Raw: 181, Rollup: 0},
-			{Device: "b", Metric: "temp", Raw: 180, Rollup: 185},
-			{Device: "c", Metric: "power", Raw: 180, Rollup: 240},
+			{Device: "a", Metric: "power", Raw: 181, Rollup: 0, Diffs: []string{"count: raw 181, rollup 0", "float_count: raw 181, rollup 0"}},
+			{Device: "b", Metric: "temp", Raw: 180, Rollup: 185, Diffs: []string{"count: raw 180, rollup 185", "float_count: raw 180, rollup 185"}},
+			{Device: "c", Metric: "power", Raw: 180, Rollup: 240, Diffs: []string{"count: raw 180, rollup 240", "float_count: raw 180, rollup 240"}},
 		}
 		if diff := cmp.Diff(want, res.Mismatches); diff != "" {
 			t.Errorf("mismatches after damage (-want +got):\n%s", diff)

@@ -202,8 +202,8 @@ func readAll(ctx context.Context, raw reader.Store, tenant, device string, from,
 	}
 }
 
-// Mismatch is one (device, metric) whose rollup count differs from its raw
-// count on the verified day.
+// Mismatch is one (device, metric) whose rollups differ from its raw
+// readings on the verified day.
 type Mismatch = wire.Mismatch
 
 // VerifyResult is the outcome of Verify.
@@ -211,45 +211,53 @@ type VerifyResult struct {
 	Day        model.Day
 	Devices    int
 	Metrics    int   // (device, metric) pairs compared
-	RawRows    int64 // reading rows in the raw store
+	RawRows    int64 // values in the raw store (a reading of n metrics counts n)
 	RollupRows int64 // the same, counted by the rollups
 	Mismatches []Mismatch
 }
 
-// Verify counts the readings of every device and metric of tenant on day in
-// the raw store and in the rollups, and lists every difference. The devices
-// are those with a catalogue entry in the raw store or rollups on day; their
-// raw readings are read one device at a time.
+// Verify aggregates the readings of every device and metric of tenant on
+// day in the raw store and in the rollups, and lists every difference: of
+// the count of values, the count of each type (float, int, bool, string),
+// the exact int sum and the count of true bools. (Float sums, extremes and
+// first and last values are not compared: a sum's rounding depends on the
+// order of its terms, which partial rows of earlier gateways change.) The
+// devices are those with a catalogue entry in the raw store or rollups on
+// day; their raw readings are read one device at a time.
 func Verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day) (VerifyResult, error) {
 	res := VerifyResult{Day: day}
-	rollN, err := rollupCounts(ctx, dst, tenant, day)
+	rolled, err := rollupAggregates(ctx, dst, tenant, day)
 	if err != nil {
 		return res, err
 	}
-	err = mergeDevices(ctx, raw, tenant, day, slices.Collect(maps.Keys(rollN)), func(d string) error {
+	err = mergeDevices(ctx, raw, tenant, day, slices.Collect(maps.Keys(rolled)), func(d string) error {
 		readings, err := readAll(ctx, raw, tenant, d, day.Start(), day.End())
 		if err != nil {
 			return err
 		}
-		rawN := map[string]int64{}
-		for _, r := range readings {
-			for _, m := range r.Metrics {
-				rawN[m.Name]++
-			}
+		rawAgg := map[string]*rollup.Bucket{}
+		for _, r := range rollup.Compute(tenant, d, readings, 0) {
+			addRow(rawAgg, r)
 		}
-		metrics := slices.Collect(maps.Keys(rawN))
-		for m := range rollN[d] {
-			if _, ok := rawN[m]; !ok {
+		metrics := slices.Collect(maps.Keys(rawAgg))
+		for m := range rolled[d] {
+			if _, ok := rawAgg[m]; !ok {
 				metrics = append(metrics, m)
 			}
 		}
 		slices.Sort(metrics)
 		for _, m := range metrics {
-			r, n := rawN[m], rollN[d][m]
-			res.RawRows += r
-			res.RollupRows += n
-			if r != n {
-				res.Mismatches = append(res.Mismatches, Mismatch{Device: d, Metric: m, Raw: r, Rollup: n})
+			var r, n rollup.Bucket
+			if b := rawAgg[m]; b != nil {
+				r = *b
+			}
+			if b := rolled[d][m]; b != nil {
+				n = *b
+			}
+			res.RawRows += int64(r.Count)
+			res.RollupRows += int64(n.Count)
+			if diffs := compareAggregates(r, n); len(diffs) > 0 {
+				res.Mismatches = append(res.Mismatches, Mismatch{Device: d, Metric: m, Raw: int64(r.Count), Rollup: int64(n.Count), Diffs: diffs})
 			}
 		}
 		res.Devices++
@@ -262,21 +270,56 @@ func Verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.
 	return res, nil
 }
 
-// rollupCounts returns the readings the rollups of tenant count on day, by
-// device and metric.
-func rollupCounts(ctx context.Context, dst Backend, tenant string, day model.Day) (map[string]map[string]int64, error) {
+// compareAggregates names every aggregate Verify compares that differs
+// between raw and rolled up, with both values.
+func compareAggregates(raw, rolled rollup.Bucket) []string {
+	var out []string
+	for _, c := range []struct {
+		name string
+		r, n uint64
+	}{
+		{"count", raw.Count, rolled.Count},
+		{"float_count", raw.FloatCount(), rolled.FloatCount()},
+		{"int_count", raw.IntCount, rolled.IntCount},
+		{"bool_count", raw.BoolCount, rolled.BoolCount},
+		{"true_count", raw.TrueCount, rolled.TrueCount},
+		{"str_count", raw.StrCount, rolled.StrCount},
+	} {
+		if c.r != c.n {
+			out = append(out, fmt.Sprintf("%s: raw %d, rollup %d", c.name, c.r, c.n))
+		}
+	}
+	if raw.IntSum != rolled.IntSum {
+		out = append(out, fmt.Sprintf("int_sum: raw %s, rollup %s", raw.IntSum, rolled.IntSum))
+	}
+	return out
+}
+
+// addRow folds r into the aggregate of its metric in agg.
+func addRow(agg map[string]*rollup.Bucket, r rollup.Row) {
+	b := agg[r.Metric]
+	if b == nil {
+		b = &rollup.Bucket{}
+		agg[r.Metric] = b
+	}
+	b.Merge(r)
+}
+
+// rollupAggregates returns what the rollups of tenant hold on day, by
+// device and metric, each folded into one bucket.
+func rollupAggregates(ctx context.Context, dst Backend, tenant string, day model.Day) (map[string]map[string]*rollup.Bucket, error) {
 	rows, err := dst.Rows(ctx, rollup.Filter{Tenant: tenant, From: day.Start(), To: day.End()})
 	if err != nil {
 		return nil, fmt.Errorf("read rollups of %s: %w", day, err)
 	}
-	out := map[string]map[string]int64{}
+	out := map[string]map[string]*rollup.Bucket{}
 	for _, r := range rows {
 		m := out[r.Device]
 		if m == nil {
-			m = map[string]int64{}
+			m = map[string]*rollup.Bucket{}
 			out[r.Device] = m
 		}
-		m[r.Metric] += int64(r.Count)
+		addRow(m, r)
 	}
 	return out, nil
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/rollupstore"
@@ -85,7 +87,12 @@ func TestRebuildEveryDeviceOfEachDay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []Mismatch{{Device: "b", Metric: "x", Raw: 1}, {Device: "c", Metric: "x", Raw: 4}, {Device: "z", Metric: "x", Rollup: 2}}; v.Devices != 3 || v.RawRows != 5 || v.RollupRows != 2 || !slices.Equal(v.Mismatches, want) {
+	want := []Mismatch{
+		{Device: "b", Metric: "x", Raw: 1, Diffs: []string{"count: raw 1, rollup 0", "float_count: raw 1, rollup 0"}},
+		{Device: "c", Metric: "x", Raw: 4, Diffs: []string{"count: raw 4, rollup 0", "float_count: raw 4, rollup 0"}},
+		{Device: "z", Metric: "x", Rollup: 2, Diffs: []string{"count: raw 0, rollup 2", "float_count: raw 0, rollup 2"}},
+	}
+	if v.Devices != 3 || v.RawRows != 5 || v.RollupRows != 2 || !cmp.Equal(v.Mismatches, want) {
 		t.Errorf("verify of day 2 before the rebuild: %+v, want 3 devices, 5 raw, 2 counted by rollups, mismatches %+v", v, want)
 	}
 
@@ -94,15 +101,15 @@ func TestRebuildEveryDeviceOfEachDay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Progress{
+	wantSteps := []Progress{
 		{Done: 1, Total: 5, Device: "a", Day: day1},
 		{Done: 2, Total: 5, Device: "b", Day: day1},
 		{Done: 3, Total: 5, Device: "b", Day: day2},
 		{Done: 4, Total: 5, Device: "c", Day: day2},
 		{Done: 5, Total: 5, Device: "z", Day: day2},
 	}
-	if !slices.Equal(steps, want) {
-		t.Errorf("progress %+v, want %+v", steps, want)
+	if !slices.Equal(steps, wantSteps) {
+		t.Errorf("progress %+v, wantSteps %+v", steps, wantSteps)
 	}
 	if res.DeviceDays != 5 || res.Readings != 10 || res.Retracted != 1 {
 		t.Errorf("rebuild result %+v, want 5 device-days, 10 readings, 1 row retracted", res)

@@ -1,14 +1,17 @@
 package rollupstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/rollup"
@@ -317,5 +320,61 @@ func TestLegacyValuesReadBack(t *testing.T) {
 	}
 	if lean, whole := len(rollup.EncodeValue(nil, &fresh)), len(rollup.EncodeRow(nil, &fresh)); lean*3 > whole*2 {
 		t.Errorf("a value is %d bytes, a whole row %d: want it at most two thirds", lean, whole)
+	}
+}
+
+// Typed rows (ints past int64, bools, strings, a metric whose type
+// changes) read back whole, fold into series and top lists, and replace
+// float rows of lower versions (and are replaced by higher ones).
+func TestTypedRows(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	const minute = 20_000*model.MillisPerDay + 5*60_000
+	readings := []model.Reading{
+		{TS: minute, Metrics: []model.Metric{model.IntMetric("n", math.MaxInt64), model.BoolMetric("on", true), model.StringMetric("state", "idle")}},
+		{TS: minute + 1000, Metrics: []model.Metric{model.IntMetric("n", math.MaxInt64), model.BoolMetric("on", false), model.Metric{Name: "state", Value: 2}}},
+		{TS: minute + 61_000, Metrics: []model.Metric{model.IntMetric("n", 2), model.StringMetric("state", "run")}},
+	}
+	rows := rollup.Compute("acme", "pump-1", readings, 5)
+	// A float row of a lower version, replaced; a typed one replaced by a
+	// higher float version.
+	older := row("acme", "pump-1", "n", minute, 1, 4)
+	later := row("acme", "pump-1", "on", minute, 1, 6)
+	older.Writer, later.Writer = rollup.RebuildWriter, rollup.RebuildWriter
+	if err := s.Insert(ctx, []rollup.Row{older}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Rows(ctx, rollup.Filter{Tenant: "acme", From: minute, To: minute + 3_600_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sortRows := func(rs []rollup.Row) {
+		slices.SortFunc(rs, func(a, b rollup.Row) int {
+			return cmp.Or(strings.Compare(a.Metric, b.Metric), cmp.Compare(a.Minute, b.Minute))
+		})
+	}
+	sortRows(got)
+	want := slices.Clone(rows)
+	sortRows(want)
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("typed rows (-want +got):\n%s", diff)
+	}
+	series, err := s.Series(ctx, rollup.Filter{Tenant: "acme", Device: "pump-1", Metric: "n", From: minute, To: minute + 3_600_000}, rollup.StepHour)
+	if err != nil || len(series) != 1 || series[0].IntSum.String() != "18446744073709551616" || series[0].IntCount != 3 {
+		t.Errorf("hour of n = %+v, %v", series, err)
+	}
+	top, err := s.Top(ctx, rollup.Filter{Tenant: "acme", Metric: "state", From: minute, To: minute + 3_600_000}, rollup.ByCount, 5)
+	if err != nil || len(top) != 1 || top[0].Count != 3 || top[0].Agg.StrCount != 2 || top[0].Agg.StrLast != "run" {
+		t.Errorf("top of state = %+v, %v", top, err)
+	}
+	if err := s.Insert(ctx, []rollup.Row{later}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Rows(ctx, rollup.Filter{Tenant: "acme", Metric: "on", From: minute, To: minute + 60_000})
+	if err != nil || len(got) != 1 || got[0] != later {
+		t.Errorf("on after a later float version = %+v, %v", got, err)
 	}
 }

@@ -225,27 +225,66 @@ type DeadLettersPage struct {
 	NextCursor  string       `json:"next_cursor,omitempty"`
 }
 
-// Bucket is the JSON form of one step of a rollup series.
+// Bucket is the JSON form of one step of a rollup series. Count counts
+// every value of the step, whatever its type; the aggregates of a type are
+// present only when the step has values of that type: sum, min and max of
+// its floats (float_count of them); int_count, int_sum (exact, an integer
+// of any size), int_min, int_max; bool_count and true_count; str_count;
+// and of each type its first and last value with their times. Mean is
+// that of the numeric values, floats and ints together. First and last,
+// with first_ts and last_ts, are the step's earliest and latest value of
+// any type, in its JSON type (see Value).
 type Bucket struct {
-	Start   string  `json:"start"`
-	Count   uint64  `json:"count"`
-	Sum     float64 `json:"sum"`
-	Min     float64 `json:"min"`
-	Max     float64 `json:"max"`
-	Mean    float64 `json:"mean"`
-	First   float64 `json:"first"`
-	FirstTS string  `json:"first_ts"`
-	Last    float64 `json:"last"`
-	LastTS  string  `json:"last_ts"`
+	Start      string   `json:"start"`
+	Count      uint64   `json:"count"`
+	FloatCount uint64   `json:"float_count,omitempty"`
+	Sum        *float64 `json:"sum,omitempty"`
+	Min        *float64 `json:"min,omitempty"`
+	Max        *float64 `json:"max,omitempty"`
+	Mean       *float64 `json:"mean,omitempty"`
+	First      *Value   `json:"first,omitempty"`
+	FirstTS    string   `json:"first_ts,omitempty"`
+	Last       *Value   `json:"last,omitempty"`
+	LastTS     string   `json:"last_ts,omitempty"`
+
+	IntCount   uint64      `json:"int_count,omitempty"`
+	IntSum     json.Number `json:"int_sum,omitempty"`
+	IntMin     *int64      `json:"int_min,omitempty"`
+	IntMax     *int64      `json:"int_max,omitempty"`
+	IntFirst   *int64      `json:"int_first,omitempty"`
+	IntFirstTS string      `json:"int_first_ts,omitempty"`
+	IntLast    *int64      `json:"int_last,omitempty"`
+	IntLastTS  string      `json:"int_last_ts,omitempty"`
+
+	BoolCount   uint64  `json:"bool_count,omitempty"`
+	TrueCount   *uint64 `json:"true_count,omitempty"`
+	BoolFirst   *bool   `json:"bool_first,omitempty"`
+	BoolFirstTS string  `json:"bool_first_ts,omitempty"`
+	BoolLast    *bool   `json:"bool_last,omitempty"`
+	BoolLastTS  string  `json:"bool_last_ts,omitempty"`
+
+	StrCount   uint64  `json:"str_count,omitempty"`
+	StrFirst   *string `json:"str_first,omitempty"`
+	StrFirstTS string  `json:"str_first_ts,omitempty"`
+	StrLast    *string `json:"str_last,omitempty"`
+	StrLastTS  string  `json:"str_last_ts,omitempty"`
 }
 
-// Rank is the JSON form of one device of a top list.
+// Rank is the JSON form of one device of a top list: the ranking value,
+// the device's count of values (every type), the mean and max of its
+// numeric (float and int) values when it has some, its exact int sum and
+// its true count when it has ints or bools, and its latest value of any
+// type.
 type Rank struct {
-	Device string  `json:"device"`
-	Value  float64 `json:"value"`
-	Count  uint64  `json:"count"`
-	Mean   float64 `json:"mean"`
-	Max    float64 `json:"max"`
+	Device    string      `json:"device"`
+	Value     float64     `json:"value"`
+	Count     uint64      `json:"count"`
+	Mean      *float64    `json:"mean,omitempty"`
+	Max       *float64    `json:"max,omitempty"`
+	IntSum    json.Number `json:"int_sum,omitempty"`
+	TrueCount *uint64     `json:"true_count,omitempty"`
+	Last      *Value      `json:"last,omitempty"`
+	LastTS    string      `json:"last_ts,omitempty"`
 }
 
 // RollupSeries is the answer of GET /v1/rollups.
@@ -263,12 +302,16 @@ type TopList struct {
 	Devices []Rank `json:"devices"`
 }
 
-// Mismatch is one (device, metric) whose raw and rollup counts differ.
+// Mismatch is one (device, metric) whose rollups do not match the raw
+// store: Raw and Rollup are the counts of values of every type, and Diffs
+// names each aggregate that differs, with both values (e.g. "int_sum: raw
+// 12, rollup 9").
 type Mismatch struct {
-	Device string `json:"device"`
-	Metric string `json:"metric"`
-	Raw    int64  `json:"raw"`
-	Rollup int64  `json:"rollup"`
+	Device string   `json:"device"`
+	Metric string   `json:"metric"`
+	Raw    int64    `json:"raw"`
+	Rollup int64    `json:"rollup"`
+	Diffs  []string `json:"diffs,omitempty"`
 }
 
 // Verification is the answer of GET /v1/rollups/verify.
