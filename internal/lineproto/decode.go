@@ -437,15 +437,25 @@ func (p *parser) finish() ([]model.Reading, error) {
 	for i := 1; i < len(starts); i++ {
 		starts[i] += starts[i-1]
 	}
-	p.grouped = slices.Grow(p.grouped[:0], len(p.cells))[:len(p.cells)]
-	next := slices.Clone(starts[:len(starts)-1])
-	for _, c := range p.cells {
-		p.grouped[next[c.reading]] = c
-		next[c.reading]++
+	// Readings are numbered as first seen, so when no reading's lines are
+	// interleaved with another's (the usual body) the cells are grouped
+	// already.
+	grouped := p.cells
+	for i := 1; i < len(p.cells); i++ {
+		if p.cells[i].reading < p.cells[i-1].reading {
+			p.grouped = slices.Grow(p.grouped[:0], len(p.cells))[:len(p.cells)]
+			next := slices.Clone(starts[:len(starts)-1])
+			for _, c := range p.cells {
+				p.grouped[next[c.reading]] = c
+				next[c.reading]++
+			}
+			grouped = p.grouped
+			break
+		}
 	}
 	metrics := make([]model.Metric, len(p.cells))
 	for ri := range p.readings {
-		cs := p.grouped[starts[ri]:starts[ri+1]]
+		cs := grouped[starts[ri]:starts[ri+1]]
 		sortCells(cs)
 		for i := 1; i < len(cs); i++ {
 			if cs[i].m.Name == cs[i-1].m.Name {

@@ -28,6 +28,7 @@
 package lineproto
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -170,6 +171,6 @@ func CellsBound(body []byte, lim decode.Limits) int {
 // sortTags sorts by key.
 func sortTags(ts []tagRef, scratch []byte) {
 	slices.SortFunc(ts, func(a, b tagRef) int {
-		return strings.Compare(string(a.key(scratch)), string(b.key(scratch)))
+		return bytes.Compare(a.key(scratch), b.key(scratch))
 	})
 }

@@ -64,6 +64,12 @@ func TestReadings(t *testing.T) {
 			{DeviceID: "h", TS: tsMs, Metrics: []model.Metric{{Name: "cpu.a", Value: 1}, {Name: "mem.b", Value: 2}}},
 			{DeviceID: "g", TS: tsMs, Metrics: []model.Metric{{Name: "mem.b", Value: 3}}}},
 	}, {
+		name: "interleaved devices regroup",
+		body: "a,host=h x=1 " + tsNs + "\na,host=g x=2 " + tsNs + "\nb,host=h y=3 " + tsNs + "\nb,host=g y=4 " + tsNs,
+		want: []model.Reading{
+			{DeviceID: "h", TS: tsMs, Metrics: []model.Metric{{Name: "a.x", Value: 1}, {Name: "b.y", Value: 3}}},
+			{DeviceID: "g", TS: tsMs, Metrics: []model.Metric{{Name: "a.x", Value: 2}, {Name: "b.y", Value: 4}}}},
+	}, {
 		name: "no timestamp takes now",
 		body: "m,host=h v=1",
 		want: []model.Reading{{DeviceID: "h", TS: testNow.UnixMilli(), Metrics: []model.Metric{{Name: "m.v", Value: 1}}}},
