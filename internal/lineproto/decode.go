@@ -46,7 +46,7 @@ func Readings(body []byte, now time.Time, cfg Config, lim decode.Limits, opt Opt
 		}
 	}
 	if entry == 0 {
-		return nil, 0, &LineError{Reason: "body holds no lines"}
+		return nil, 0, &LineError{Reason: "holds no lines", Syntax: true}
 	}
 	rs, err = p.finish()
 	if err != nil {
@@ -461,7 +461,7 @@ func (p *parser) finish() ([]model.Reading, error) {
 			if cs[i].m.Name == cs[i-1].m.Name {
 				r := p.readings[ri]
 				return nil, &lineError{entry: int(max(cs[i].entry, cs[i-1].entry)), LineError: LineError{
-					Field: "field of metric " + cs[i].m.Name,
+					Field: fmt.Sprintf("metric %q", cs[i].m.Name),
 					Reason: fmt.Sprintf("the reading of device %q at %s already has this metric (an earlier line, or the same field twice)",
 						r.DeviceID, fmtMillis(r.TS))}}
 			}

@@ -156,7 +156,7 @@ func TestReadingsErrors(t *testing.T) {
 		{name: "too many readings", body: "m,host=a v=1\nm,host=b v=1\nm,host=c v=1", lim: func(l *decode.Limits) { l.MaxRows = 2 }, tooMany: true},
 		{name: "too many metrics", body: "m,host=a v=1,w=2\nn,host=a x=3", lim: func(l *decode.Limits) { l.MaxMetrics = 2 }, line: 2, reason: "more than 2 metrics"},
 		{name: "topic mismatch", body: "m,device=other v=1", opt: Options{Device: "t1"}, line: 1, field: `tag "device"`, reason: "does not match", mismatch: true},
-		{name: "empty", body: "\n# nothing\n", reason: "no lines"},
+		{name: "empty", body: "\n# nothing\n", reason: "no lines", syntax: true},
 		{name: "raw newline in a string keeps the line count", body: "m,host=h s=\"a\nb\" " + tsNs + "\nm,host=h v=\n", line: 3, syntax: true},
 		{name: "error after a multi-line string", body: "m,host=h s=\"a\nb\" " + tsNs + "\nm,x=1 v=1\n", line: 3, reason: "no device tag"},
 	}
