@@ -27,13 +27,21 @@ import (
 // newInfluxEnv serves the Influx write endpoints (and /v1/readings) over a
 // real sink and Pebble store; gate, when not nil, holds commits back.
 func newInfluxEnv(t *testing.T, scfg sink.Config, gate chan struct{}) (string, *pebblestore.Store) {
+	url, st, _ := newInfluxEnvEntered(t, scfg, gate)
+	return url, st
+}
+
+// newInfluxEnvEntered is newInfluxEnv also returning the channel told of
+// each commit that reaches the gate.
+func newInfluxEnvEntered(t *testing.T, scfg sink.Config, gate chan struct{}) (string, *pebblestore.Store, chan struct{}) {
 	t.Helper()
 	logger := slog.New(slog.DiscardHandler)
 	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk := sink.New(scfg, buckets.DefaultConfig(), &gatedStore{Store: st, gate: gate}, logger, nil)
+	entered := make(chan struct{}, 1)
+	sk := sink.New(scfg, buckets.DefaultConfig(), &gatedStore{Store: st, gate: gate, entered: &entered}, logger, nil)
 	lim := decode.DefaultLimits()
 	lim.MaxRows = 100
 	h := httpingest.New(httpingest.Config{MaxBodyBytes: 4096, MaxDecompressedBytes: 16384, Limits: lim, Influx: lineproto.DefaultConfig()},
@@ -49,7 +57,7 @@ func newInfluxEnv(t *testing.T, scfg sink.Config, gate chan struct{}) (string, *
 		_ = sk.Close(context.Background())
 		_ = st.Close()
 	})
-	return srv.URL, st
+	return srv.URL, st, entered
 }
 
 type influxResponse struct {
@@ -185,32 +193,29 @@ func TestInfluxRejected(t *testing.T) {
 	}
 }
 
-// TestInfluxBusy fills the pipeline (commits held back) and checks that a
-// write is answered 503 with Retry-After, in the v2 error format.
+// TestInfluxBusy fills the pipeline (a write held at the store takes the
+// whole row budget) and checks that the next write is answered 503 with
+// Retry-After, in the v2 error format, before its body is decoded.
 func TestInfluxBusy(t *testing.T) {
 	scfg := sink.DefaultConfig()
-	scfg.QueueRows = 2
-	scfg.AdmissionTimeout = 50 * time.Millisecond
+	scfg.BatchRows, scfg.QueueRows, scfg.AdmissionTimeout, scfg.Linger = 2, 2, 50*time.Millisecond, 0
 	gate := make(chan struct{})
-	url, _ := newInfluxEnv(t, scfg, gate)
-	done := make(chan influxResponse, 1)
+	url, _, entered := newInfluxEnvEntered(t, scfg, gate)
+	held := make(chan influxResponse, 1)
 	go func() {
-		done <- postInflux(t, influxReq(t, url+"/api/v2/write?bucket=b", []byte("m,host=a v=1,w=2 1795341600250000000"), tokenAuth))
+		held <- postInflux(t, influxReq(t, url+"/api/v2/write?bucket=b", []byte("m,host=a v=1 1795341600250000000"), tokenAuth))
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	var r influxResponse
-	for time.Now().Before(deadline) {
-		r = postInflux(t, influxReq(t, url+"/api/v2/write?bucket=b", []byte("m,host=b v=1 1795341600250000000"), tokenAuth))
-		if r.status == http.StatusServiceUnavailable {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first write never reached the store")
 	}
+	r := postInflux(t, influxReq(t, url+"/api/v2/write?bucket=b", []byte("m,host=b v=1 1795341600250000000"), tokenAuth))
 	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || r.body["code"] != "unavailable" {
-		t.Fatalf("got %d %v %v, want 503 with Retry-After and code unavailable", r.status, r.header, r.body)
+		t.Errorf("got %d %v %v, want 503 with Retry-After and code unavailable", r.status, r.header, r.body)
 	}
 	gate <- struct{}{}
-	if first := <-done; first.status != http.StatusNoContent {
+	if first := <-held; first.status != http.StatusNoContent {
 		t.Fatalf("first write got %d %v", first.status, first.body)
 	}
 }
