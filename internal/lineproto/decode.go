@@ -121,6 +121,14 @@ type parser struct {
 
 	// names interns device ids and metric names across calls.
 	names map[string]string
+	// The previous line's encoded measurement and tags, and the field keys
+	// and metric names of its fields in order: lines of one shape (most
+	// of a body) reuse the names without building or hashing them.
+	lastPrefix, lastSuffix []byte
+	lastKeys               []byte
+	lastKeyEnds            []int
+	lastNames              []string
+	sameShape              bool
 	// cells are the metrics of the body in line order; grouped the same,
 	// ordered by reading (finish).
 	cells, grouped []cell
@@ -165,8 +173,11 @@ func (p *parser) start(now time.Time, cfg Config, lim decode.Limits, opt Options
 	p.cells, p.grouped, p.readings = p.cells[:0], p.grouped[:0], nil
 	clear(p.index)
 	p.lastIdx = -1
+	p.lastPrefix, p.lastSuffix = p.lastPrefix[:0], p.lastSuffix[:0]
+	p.lastKeys, p.lastKeyEnds, p.lastNames = p.lastKeys[:0], p.lastKeyEnds[:0], p.lastNames[:0]
 	if len(p.names) > maxNames {
 		clear(p.names)
+		clear(p.lastNames[:cap(p.lastNames)])
 	}
 }
 
@@ -236,8 +247,14 @@ func (p *parser) line(dec *lineprotocol.Decoder, entry int) error {
 		p.suffix = append(p.suffix, '.')
 		p.suffix = appendSegment(p.suffix, t.value(p.tagBytes), false)
 	}
+	p.sameShape = bytes.Equal(p.prefix, p.lastPrefix) && bytes.Equal(p.suffix, p.lastSuffix)
+	if !p.sameShape {
+		p.lastPrefix = append(p.lastPrefix[:0], p.prefix...)
+		p.lastSuffix = append(p.lastSuffix[:0], p.suffix...)
+		p.lastKeys, p.lastKeyEnds, p.lastNames = p.lastKeys[:0], p.lastKeyEnds[:0], p.lastNames[:0]
+	}
 	first := len(p.cells)
-	for {
+	for j := 0; ; j++ {
 		k, v, err := dec.NextField()
 		if err != nil {
 			return err
@@ -245,7 +262,7 @@ func (p *parser) line(dec *lineprotocol.Decoder, entry int) error {
 		if k == nil {
 			break
 		}
-		m, err := p.metric(k, v)
+		m, err := p.metric(j, k, v)
 		if err != nil {
 			return err
 		}
@@ -299,18 +316,23 @@ func (p *parser) device() (string, int, error) {
 		strings.Join(p.cfg.DeviceTags, ", ")))
 }
 
-// metric returns the metric of field k = v of the line being read.
-func (p *parser) metric(k []byte, v lineprotocol.Value) (model.Metric, error) {
+// metric returns the metric of field k = v, the j-th field of the line
+// being read.
+func (p *parser) metric(j int, k []byte, v lineprotocol.Value) (model.Metric, error) {
 	field := func() string { return fmt.Sprintf("field %q", k) }
-	n := len(p.prefix) + 1 + segmentLen(k, false) + len(p.suffix)
-	if n > p.lim.MaxIDLength {
-		return model.Metric{}, fail(field(), p.tooLong(k, n))
+	m := model.Metric{Name: p.lastName(j, k)}
+	if m.Name == "" {
+		n := len(p.prefix) + 1 + segmentLen(k, false) + len(p.suffix)
+		if n > p.lim.MaxIDLength {
+			return model.Metric{}, fail(field(), p.tooLong(k, n))
+		}
+		p.name = append(p.name[:0], p.prefix...)
+		p.name = append(p.name, '.')
+		p.name = appendSegment(p.name, k, false)
+		p.name = append(p.name, p.suffix...)
+		m.Name = p.intern(p.name)
+		p.remember(j, k, m.Name)
 	}
-	p.name = append(p.name[:0], p.prefix...)
-	p.name = append(p.name, '.')
-	p.name = appendSegment(p.name, k, false)
-	p.name = append(p.name, p.suffix...)
-	m := model.Metric{Name: p.intern(p.name)}
 	switch v.Kind() {
 	case lineprotocol.Float:
 		m.Value = v.FloatV()
@@ -337,6 +359,37 @@ func (p *parser) metric(k []byte, v lineprotocol.Value) (model.Metric, error) {
 		return model.Metric{}, fail(field(), "has a value of unknown type")
 	}
 	return m, nil
+}
+
+// lastName returns the name of the j-th field of the previous line if
+// this line has its shape and its j-th field key is k, else "".
+func (p *parser) lastName(j int, k []byte) string {
+	if !p.sameShape || j >= len(p.lastNames) {
+		return ""
+	}
+	start := 0
+	if j > 0 {
+		start = p.lastKeyEnds[j-1]
+	}
+	if !bytes.Equal(p.lastKeys[start:p.lastKeyEnds[j]], k) {
+		return ""
+	}
+	return p.lastNames[j]
+}
+
+// remember records name as that of the j-th field (key k) of the line's
+// shape, forgetting the fields after it.
+func (p *parser) remember(j int, k []byte, name string) {
+	if j > len(p.lastNames) {
+		return // an earlier field was not remembered: keep the prefix
+	}
+	start := 0
+	if j > 0 {
+		start = p.lastKeyEnds[j-1]
+	}
+	p.lastKeys = append(p.lastKeys[:start], k...)
+	p.lastKeyEnds = append(p.lastKeyEnds[:j], len(p.lastKeys))
+	p.lastNames = append(p.lastNames[:j], name)
 }
 
 // tooLong explains a metric name over the id limit.

@@ -70,6 +70,17 @@ func TestReadings(t *testing.T) {
 			{DeviceID: "h", TS: tsMs, Metrics: []model.Metric{{Name: "a.x", Value: 1}, {Name: "b.y", Value: 3}}},
 			{DeviceID: "g", TS: tsMs, Metrics: []model.Metric{{Name: "a.x", Value: 2}, {Name: "b.y", Value: 4}}}},
 	}, {
+		name: "lines of one shape with other fields reuse no wrong name",
+		body: "m,host=h a=1,b=2 1000000000\nm,host=h b=3,a=4 2000000000\nm,host=h a=5 3000000000\n" +
+			"m,host=h a=6,b=7,c=8 4000000000\nm,host=h,x=1 a=9 5000000000\nn,host=h a=10 6000000000",
+		want: []model.Reading{
+			{DeviceID: "h", TS: 1000, Metrics: []model.Metric{{Name: "m.a", Value: 1}, {Name: "m.b", Value: 2}}},
+			{DeviceID: "h", TS: 2000, Metrics: []model.Metric{{Name: "m.a", Value: 4}, {Name: "m.b", Value: 3}}},
+			{DeviceID: "h", TS: 3000, Metrics: []model.Metric{{Name: "m.a", Value: 5}}},
+			{DeviceID: "h", TS: 4000, Metrics: []model.Metric{{Name: "m.a", Value: 6}, {Name: "m.b", Value: 7}, {Name: "m.c", Value: 8}}},
+			{DeviceID: "h", TS: 5000, Metrics: []model.Metric{{Name: "m.a:x.1", Value: 9}}},
+			{DeviceID: "h", TS: 6000, Metrics: []model.Metric{{Name: "n.a", Value: 10}}}},
+	}, {
 		name: "no timestamp takes now",
 		body: "m,host=h v=1",
 		want: []model.Reading{{DeviceID: "h", TS: testNow.UnixMilli(), Metrics: []model.Metric{{Name: "m.v", Value: 1}}}},
