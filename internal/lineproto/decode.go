@@ -199,7 +199,11 @@ func (p *parser) intern(b []byte) string {
 		return s
 	}
 	s := string(b)
-	p.names[s] = s
+	if len(p.names) < maxNames {
+		// Bounded, so that a body of many distinct names costs no more
+		// than its strings.
+		p.names[s] = s
+	}
 	return s
 }
 
