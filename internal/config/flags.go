@@ -96,7 +96,7 @@ func flagType(key string, cur any) (typ, hint string) {
 	}
 	if reflect.TypeOf(cur).Kind() == reflect.Slice {
 		if key == "mqtt.topics" {
-			return "list", "comma-separated filter:qos"
+			return "list", "comma-separated filter:qos[:json|influx|auto]"
 		}
 		return "list", "comma-separated"
 	}
