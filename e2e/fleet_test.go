@@ -46,6 +46,9 @@ var fleetMetrics = [6]string{"temp_c", "humidity", "rpm", "voltage", "rssi", "ba
 // concurrent clients.
 type fleetLoad struct {
 	Devices, Readings, Batch, Clients int
+	// LineProtocol posts the readings as line protocol to /api/v2/write
+	// (fleet_lp_test.go) instead.
+	LineProtocol bool
 }
 
 // Reading k of the run: its device, its timestamp on day, its metrics (the
@@ -125,7 +128,7 @@ func runFleet(tb testing.TB, l fleetLoad, env ...string) fleetResult {
 	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: l.Clients, MaxConnsPerHost: l.Clients}}
 	defer hc.CloseIdleConnections()
-	url := g.url + "/v1/readings"
+	url := g.url + l.path()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	// The first client to fail stops the others, and its error is the
@@ -145,14 +148,14 @@ func runFleet(tb testing.TB, l fleetLoad, env ...string) fleetResult {
 				if i >= l.requests() || ctx.Err() != nil {
 					return
 				}
-				buf = l.body(buf[:0], day, i)
+				buf = l.encode(buf[:0], day, i)
 				for {
 					code, err := postNDJSON(ctx, hc, url, buf)
 					if err != nil {
 						fail(err)
 						return
 					}
-					if code == http.StatusAccepted {
+					if code == http.StatusAccepted || code == http.StatusNoContent {
 						break
 					}
 					if code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable {

@@ -48,6 +48,7 @@ func startMQTT(cfg config.Config, sk *sink.Sink, certs *certSources, q mqttinges
 	in, err := mqttingest.New(mc, sk, cfg.Limits.Decode(), time.Now, logger.With("component", "mqtt"), reg)
 	if err == nil {
 		in.SetHorizon(horizon(cfg.Retention))
+		in.SetLineProtocol(cfg.Influx)
 		in.SetLimiter(q)
 		err = in.Start()
 	}
@@ -87,6 +88,7 @@ func startEmbeddedBroker(cfg config.Config, sk *sink.Sink, certs *certSources, q
 		return nil, nil, err
 	}
 	rc.SetHorizon(horizon(cfg.Retention))
+	rc.SetLineProtocol(cfg.Influx)
 	rc.SetLimiter(q)
 	opts := rc.BrokerOptions(filepath.Join(cfg.DataDir, "broker"))
 	opts.TLS = tc

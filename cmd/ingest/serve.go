@@ -96,7 +96,7 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	ingest := httpingest.New(httpingest.Config{
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxDecompressedBytes: cfg.HTTP.MaxDecompressedBytes, Limits: cfg.Limits.Decode(),
 		MaxInflightBodyBytes: cfg.HTTP.MaxInflightBodyBytes, BodyAdmissionTimeout: cfg.HTTP.BodyAdmissionTimeout,
-		Horizon: horizon(cfg.Retention),
+		Horizon: horizon(cfg.Retention), Influx: cfg.Influx,
 	}, quotas.Writer(sk), time.Now, logger.With("component", "http"), reg)
 	readOpts := []readapi.Option{readapi.WithConfig(cfg.Read), readapi.WithCursorKeys(keys)}
 	read := readapi.New(retention.Hide(st, cfg.Retention, time.Now), time.Now, logger.With("component", "read"), append(readOpts, readapi.WithSettle(sk.Settle), readapi.WithReconciles(sk.Reconciles), readapi.WithHottest(sk.Hottest), readapi.WithRecount(cfg.Buckets.MaxRows))...)
@@ -114,6 +114,8 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 	h := server.Handler(tokens, server.Routes{
 		PostReadings: quotas.Middleware(cfg.HTTP.MaxBodyBytes, ingest.Readings),
 		PostAudit:    quotas.Middleware(cfg.HTTP.MaxBodyBytes, ingest.Audit),
+		InfluxV1:     quotas.Middleware(cfg.HTTP.MaxBodyBytes, ingest.InfluxV1),
+		InfluxV2:     quotas.Middleware(cfg.HTTP.MaxBodyBytes, ingest.InfluxV2),
 		GetReadings:  read.Readings, GetAudit: read.Audit, GetPartitions: read.Partitions,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Extra: extraRoutes(ru.routes(), auditRoutes(al, cfg.Read, logger), map[string]http.HandlerFunc{

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/httpingest"
+	"github.com/sluicehq/sluice/internal/lineproto"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/mqttingest"
 	"github.com/sluicehq/sluice/internal/quota"
@@ -46,6 +47,7 @@ type Config struct {
 	Log     Log               `mapstructure:"log"`
 	Rollups rollupfeed.Config `mapstructure:"rollups"`
 	MQTT    mqttingest.Config `mapstructure:"mqtt"`
+	Influx  lineproto.Config  `mapstructure:"influx"`
 
 	Retention retention.Config `mapstructure:"retention"`
 	Quotas    quota.Config     `mapstructure:"quotas"`
@@ -157,6 +159,7 @@ func Default() Config {
 		Log:     Log{Level: "info", Format: "text"},
 		Rollups: rollupfeed.DefaultConfig(),
 		MQTT:    mqttingest.DefaultConfig(),
+		Influx:  lineproto.DefaultConfig(),
 
 		Retention: retention.DefaultConfig(),
 		Quotas:    quota.DefaultConfig(),
@@ -549,6 +552,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := c.Limits.Decode().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Influx.Validate(c.Limits.MaxIDLength); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Buckets.Validate(); err != nil {

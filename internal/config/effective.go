@@ -123,7 +123,8 @@ func (e emitter) value(v reflect.Value, name, key string, depth int) {
 // item writes one list entry.
 func (e emitter) item(v reflect.Value, key string, depth int) {
 	if t, ok := v.Interface().(mqttingest.Topic); ok {
-		fmt.Fprintf(e.b, "%s- filter: %s\n%s  qos: %d\n", e.indent(depth), strconv.Quote(t.Filter), e.indent(depth), t.QoS)
+		fmt.Fprintf(e.b, "%s- filter: %s\n%s  qos: %d\n%s  payload_format: %s\n", e.indent(depth), strconv.Quote(t.Filter),
+			e.indent(depth), t.QoS, e.indent(depth), strconv.Quote(t.PayloadFormat))
 		return
 	}
 	if s, ok := scalar(v, key); ok {

@@ -96,7 +96,7 @@ func flagType(key string, cur any) (typ, hint string) {
 	}
 	if reflect.TypeOf(cur).Kind() == reflect.Slice {
 		if key == "mqtt.topics" {
-			return "list", "comma-separated filter:qos"
+			return "list", "comma-separated filter:qos[:json|influx|auto]"
 		}
 		return "list", "comma-separated"
 	}
@@ -121,6 +121,9 @@ func flagDefault(key string, cur any) string {
 		parts := make([]string, len(v))
 		for i, t := range v {
 			parts[i] = fmt.Sprintf("%s:%d", t.Filter, t.QoS)
+			if t.PayloadFormat != "" && t.PayloadFormat != mqttingest.FormatJSON {
+				parts[i] += ":" + t.PayloadFormat
+			}
 		}
 		return strings.Join(parts, ",")
 	case encoding.TextMarshaler:

@@ -28,7 +28,7 @@ func TestMQTTFromEnvironment(t *testing.T) {
 	want := Default().MQTT
 	want.Enabled = true
 	want.Brokers = []string{"tcp://127.0.0.1:1883", "ssl://broker.example:8883"}
-	want.Topics = []mqttingest.Topic{{Filter: "tenants/+/devices/+/readings", QoS: 1}}
+	want.Topics = []mqttingest.Topic{{Filter: "tenants/+/devices/+/readings", QoS: 1, PayloadFormat: "json"}}
 	want.TopicTemplate = "tenants/{tenant}/devices/{device_id}/readings"
 	want.Tenants = []string{"acme", "globex"}
 	want.SharedGroup = "ingest"

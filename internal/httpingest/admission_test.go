@@ -147,7 +147,7 @@ func TestPipelineFullRefusedBeforeDecoding(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the first request never reached the store")
 	}
-	bad := "[" + strings.Replace(one, "pump-17", "pump-18", 1) + `,{"device_id":"pump-18","ts":"2026-11-22T10:00:01Z","metrics":{"temp_c":"hot"}}]`
+	bad := "[" + strings.Replace(one, "pump-17", "pump-18", 1) + `,{"device_id":"pump-18","ts":"2026-11-22T10:00:01Z","metrics":{"temp_c":null}}]`
 	r := post(t, e.url, "/v1/readings", []byte(bad), nil)
 	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
 		t.Errorf("with the pipeline full: %d (Retry-After %q) %v, want 503 with Retry-After before decoding", r.status, r.header.Get("Retry-After"), r.body)

@@ -1,7 +1,9 @@
-// Package httpingest serves POST /v1/readings and POST /v1/audit: it reads
-// the body within its limits (gzip included), decodes and validates every
-// row, and hands the request to the write pipeline as one all-or-nothing
-// unit. It answers 202 only after the pipeline reports the rows durable.
+// Package httpingest serves POST /v1/readings and POST /v1/audit, and the
+// InfluxDB write endpoints POST /write and /api/v2/write (line protocol,
+// see influx.go): it reads the body within its limits (gzip included),
+// decodes and validates every row, and hands the request to the write
+// pipeline as one all-or-nothing unit. It answers 202 (204 to line
+// protocol) only after the pipeline reports the rows durable.
 //
 // Memory is admitted before it is spent. Every byte of buffer a body is read
 // or inflated into is first charged to a gateway-wide budget
@@ -28,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/internal/bytebudget"
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/httpx"
+	"github.com/sluicehq/sluice/internal/lineproto"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/quota"
 	"github.com/sluicehq/sluice/internal/sink"
@@ -57,6 +60,8 @@ type Config struct {
 	// data of a kind at now (the retention policy): older rows are refused
 	// with a 400 naming the row, as they would be dropped at once.
 	Horizon func(kind model.Kind, tenant string, now time.Time) time.Time
+	// Influx maps line protocol (POST /write, /api/v2/write) to readings.
+	Influx lineproto.Config
 }
 
 // Handler serves both ingest endpoints.
@@ -183,29 +188,55 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 
 // writeError answers a request the pipeline did not take.
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, kl, tenant string, n int, err error) {
+	f := h.classify(r, kl, tenant, n, err)
+	switch {
+	case f.status == 0:
+		h.m.rejected.WithLabelValues(kl, f.reason).Inc() // the client is gone
+	case f.status == http.StatusTooManyRequests:
+		h.m.rejected.WithLabelValues(kl, f.reason).Inc()
+		httpx.TooMany(w, f.retryAfter, f.msg)
+	case f.status == http.StatusServiceUnavailable:
+		h.m.rejected.WithLabelValues(kl, f.reason).Inc()
+		httpx.Busy(w, f.retryAfter, f.msg)
+	default:
+		h.reject(w, kl, f.reason, f.status, f.msg)
+	}
+}
+
+// failure is how a request the pipeline did not take is answered: status
+// (0 when the client is gone and nobody is answered), Retry-After for 429
+// and 503, the reason label of the rejected counter and the message.
+type failure struct {
+	status     int
+	retryAfter time.Duration
+	reason     string
+	msg        string
+}
+
+// classify maps an error of the pipeline (Reserve, WriteReserved) to its
+// answer; every ingest endpoint shares it, whatever the format of its
+// answers.
+func (h *Handler) classify(r *http.Request, kl, tenant string, n int, err error) failure {
 	var busy *sink.BusyError
 	var over *quota.ExceededError
 	var conflict *sink.ConflictError
 	var late *auditlog.LateError
 	switch {
 	case errors.As(err, &conflict):
-		h.reject(w, kl, "conflict", http.StatusConflict, "nothing stored: "+conflict.Error())
+		return failure{status: http.StatusConflict, reason: "conflict", msg: "nothing stored: " + conflict.Error()}
 	case errors.As(err, &late):
-		h.reject(w, kl, "late", http.StatusUnprocessableEntity, "nothing stored: "+late.Error())
+		return failure{status: http.StatusUnprocessableEntity, reason: "late", msg: "nothing stored: " + late.Error()}
 	case errors.As(err, &over):
-		h.m.rejected.WithLabelValues(kl, "quota").Inc()
-		httpx.TooMany(w, over.RetryAfter, quota.ExceededMessage(over))
+		return failure{status: http.StatusTooManyRequests, retryAfter: over.RetryAfter, reason: "quota", msg: quota.ExceededMessage(over)}
 	case errors.As(err, &busy):
-		h.m.rejected.WithLabelValues(kl, "busy").Inc()
-		httpx.Busy(w, busy.RetryAfter, "nothing stored: "+busy.Error())
+		return failure{status: http.StatusServiceUnavailable, retryAfter: busy.RetryAfter, reason: "busy", msg: "nothing stored: " + busy.Error()}
 	case errors.Is(err, sink.ErrClosed):
-		h.m.rejected.WithLabelValues(kl, "shutdown").Inc()
-		httpx.Busy(w, 5*time.Second, "nothing stored: gateway is shutting down")
+		return failure{status: http.StatusServiceUnavailable, retryAfter: 5 * time.Second, reason: "shutdown", msg: "nothing stored: gateway is shutting down"}
 	case r.Context().Err() != nil:
-		h.m.rejected.WithLabelValues(kl, "cancelled").Inc() // the client is gone
+		return failure{reason: "cancelled"}
 	default:
 		h.logger.ErrorContext(r.Context(), "write request", "kind", kl, "tenant", tenant, "rows", n, "err", err)
-		h.reject(w, kl, "store", http.StatusInternalServerError, "rows not stored: "+err.Error())
+		return failure{status: http.StatusInternalServerError, reason: "store", msg: "rows not stored: " + err.Error()}
 	}
 }
 

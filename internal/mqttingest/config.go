@@ -69,17 +69,37 @@ type TLS struct {
 	InsecureSkipVerify bool   `mapstructure:"insecure_skip_verify"`
 }
 
-// Topic is one subscription filter and its QoS.
+// Topic is one subscription filter, its QoS and the format of the payloads
+// published on the topics it matches.
 type Topic struct {
 	Filter string `mapstructure:"filter"`
 	QoS    int    `mapstructure:"qos"`
+	// PayloadFormat is json, influx (line protocol) or auto (JSON when the
+	// payload starts with '{' or '[' after blanks, else line protocol).
+	// Empty means json.
+	PayloadFormat string `mapstructure:"payload_format"`
 }
 
-// UnmarshalText reads "filter" or "filter:qos" (the environment form:
-// SLUICE_MQTT_TOPICS="tenants/+/devices/+/readings:1,other/+:1").
+// The payload formats of Topic.PayloadFormat.
+const (
+	FormatJSON   = "json"
+	FormatInflux = "influx"
+	FormatAuto   = "auto"
+)
+
+// UnmarshalText reads "filter", "filter:qos" or "filter:qos:format" (the
+// environment form: SLUICE_MQTT_TOPICS="tenants/+/devices/+/readings:1,
+// telegraf/+/metrics:1:influx").
 func (t *Topic) UnmarshalText(b []byte) error {
 	s := strings.TrimSpace(string(b))
-	t.Filter, t.QoS = s, 1
+	t.Filter, t.QoS, t.PayloadFormat = s, 1, FormatJSON
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		switch f := s[i+1:]; f {
+		case FormatJSON, FormatInflux, FormatAuto:
+			t.PayloadFormat, s = f, s[:i]
+			t.Filter = s
+		}
+	}
 	if i := strings.LastIndexByte(s, ':'); i >= 0 {
 		if q, err := strconv.Atoi(s[i+1:]); err == nil {
 			t.Filter, t.QoS = s[:i], q
@@ -93,7 +113,7 @@ func (t *Topic) UnmarshalText(b []byte) error {
 func DefaultConfig() Config {
 	return Config{
 		Brokers:                []string{"tcp://127.0.0.1:1883"},
-		Topics:                 []Topic{{Filter: "devices/+/readings", QoS: 1}},
+		Topics:                 []Topic{{Filter: "devices/+/readings", QoS: 1, PayloadFormat: FormatJSON}},
 		TopicTemplate:          "devices/{device_id}/readings",
 		Tenant:                 "dev",
 		Tenants:                []string{},
@@ -164,6 +184,20 @@ func (c Config) Validate() error {
 			bad("mqtt.max_reconnect_interval: must be at least 1s, got %s", c.MaxReconnectInterval)
 		}
 	}
+	// The embedded broker subscribes to nothing, but the filters still
+	// pick the payload format of the topics they match.
+	for i, t := range c.Topics {
+		switch t.PayloadFormat {
+		case "", FormatJSON, FormatInflux, FormatAuto:
+		default:
+			bad("mqtt.topics[%d].payload_format: must be json, influx or auto, got %q", i, t.PayloadFormat)
+		}
+		if c.Embedded.Enabled && t.PayloadFormat != "" && t.PayloadFormat != FormatJSON {
+			if err := checkFilter(t.Filter); err != nil {
+				bad("mqtt.topics[%d].filter: %q %v", i, t.Filter, err)
+			}
+		}
+	}
 	tmpl, err := ParseTemplate(c.TopicTemplate)
 	if err != nil {
 		bad("mqtt.topic_template: %v", err)
@@ -216,6 +250,49 @@ func checkFilter(f string) error {
 		}
 	}
 	return nil
+}
+
+// PayloadFormat returns the payload format of topic: that of the first
+// filter of Topics that matches it, else json.
+func (c Config) PayloadFormat(topic string) string {
+	for _, t := range c.Topics {
+		if matchFilter(t.Filter, topic) {
+			if t.PayloadFormat == "" {
+				return FormatJSON
+			}
+			return t.PayloadFormat
+		}
+	}
+	return FormatJSON
+}
+
+// matchFilter reports whether an MQTT subscription filter matches topic:
+// '+' matches one whole level, a last '#' the rest (the parent level
+// included); a topic starting with '$' is matched only by a filter that
+// names its first level.
+func matchFilter(filter, topic string) bool {
+	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
+		return false
+	}
+	for {
+		fl, frest, fmore := strings.Cut(filter, "/")
+		if fl == "#" {
+			return true
+		}
+		tl, trest, tmore := strings.Cut(topic, "/")
+		if fl != "+" && fl != tl {
+			return false
+		}
+		switch {
+		case !fmore && !tmore:
+			return true
+		case !tmore:
+			return frest == "#"
+		case !fmore:
+			return false
+		}
+		filter, topic = frest, trest
+	}
 }
 
 // ClientIDOrDefault returns ClientID, or "sluice-<hostname>".

@@ -6,16 +6,18 @@ import "github.com/prometheus/client_golang/prometheus"
 // and the write retries belong to the subscriber, the refusals to the
 // embedded broker's publish hook.
 type metrics struct {
-	messages    prometheus.Counter
-	readings    prometheus.Counter
-	deadLetters *prometheus.CounterVec
-	retries     *prometheus.CounterVec
-	refused     *prometheus.CounterVec
-	inflight    prometheus.Gauge
-	connected   prometheus.Gauge
-	connects    prometheus.Counter
-	connLost    prometheus.Counter
-	ackSeconds  prometheus.Histogram
+	messages prometheus.Counter
+	readings prometheus.Counter
+	// lineProtocol counts the messages read as line protocol.
+	lineProtocol prometheus.Counter
+	deadLetters  *prometheus.CounterVec
+	retries      *prometheus.CounterVec
+	refused      *prometheus.CounterVec
+	inflight     prometheus.Gauge
+	connected    prometheus.Gauge
+	connects     prometheus.Counter
+	connLost     prometheus.Counter
+	ackSeconds   prometheus.Histogram
 }
 
 // newMetrics registers the metrics of the subscriber (subscriber true) or
@@ -27,6 +29,9 @@ func newMetrics(reg prometheus.Registerer, subscriber bool) *metrics {
 		}),
 		readings: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_mqtt_readings_decoded_total", Help: "Readings decoded from MQTT messages.",
+		}),
+		lineProtocol: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_mqtt_lineprotocol_messages_total", Help: "MQTT messages read as line protocol (mqtt.topics[].payload_format influx or auto), stored or kept as dead letters.",
 		}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_mqtt_dead_letters_total", Help: "MQTT messages kept as dead letters, by reason.",
@@ -58,7 +63,7 @@ func newMetrics(reg prometheus.Registerer, subscriber bool) *metrics {
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(m.messages, m.readings, m.deadLetters, m.inflight, m.ackSeconds)
+	reg.MustRegister(m.messages, m.readings, m.lineProtocol, m.deadLetters, m.inflight, m.ackSeconds)
 	if subscriber {
 		reg.MustRegister(m.retries, m.connected, m.connects, m.connLost)
 	} else {

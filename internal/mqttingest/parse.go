@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/lineproto"
 	"github.com/sluicehq/sluice/internal/lograte"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/sink"
@@ -26,6 +27,7 @@ type parser struct {
 	tenants map[string]bool // nil: any valid tenant
 	lim     decode.Limits
 	horizon func(model.Kind, string, time.Time) time.Time // nil: no retention horizon
+	influx  lineproto.Config                              // line protocol to readings
 	logger  *slog.Logger
 	m       *metrics
 	dlLog   *lograte.Limiter
@@ -41,7 +43,7 @@ func newParser(cfg Config, lim decode.Limits, logger *slog.Logger, m *metrics) (
 	}
 	var rb [6]byte
 	_, _ = rand.Read(rb[:])
-	p := &parser{cfg: cfg, tmpl: tmpl, lim: lim, logger: logger, m: m,
+	p := &parser{cfg: cfg, tmpl: tmpl, lim: lim, logger: logger, m: m, influx: lineproto.DefaultConfig(),
 		dlLog: &lograte.Limiter{Every: time.Second}, idPrefix: hex.EncodeToString(rb[:])}
 	if len(cfg.Tenants) > 0 {
 		p.tenants = make(map[string]bool, len(cfg.Tenants))
@@ -85,12 +87,34 @@ func (p *parser) decode(topic string, payload []byte, recv, now time.Time) (stri
 	if p.horizon != nil {
 		lim.Oldest = p.horizon(model.KindReadings, tenant, now)
 	}
-	rs, err := decode.Readings(payload, decode.FormatJSON, now, lim, decode.Options{Device: device})
+	var rs []model.Reading
+	if p.lineProtocol(topic, payload) {
+		rs, _, err = lineproto.Readings(payload, now, p.influx, lim, lineproto.Options{Device: device})
+		p.m.lineProtocol.Inc()
+	} else {
+		rs, err = decode.Readings(payload, decode.FormatJSON, now, lim, decode.Options{Device: device})
+	}
 	if err != nil {
 		return tenant, nil, p.deadLetter(topic, payload, recv, tenant, deadLetterReason(err, payload), err)
 	}
 	p.m.readings.Add(float64(len(rs)))
 	return tenant, rs, nil
+}
+
+// lineProtocol reports whether the payload of a message on topic is read
+// as line protocol (Config.PayloadFormat).
+func (p *parser) lineProtocol(topic string, payload []byte) bool {
+	switch p.cfg.PayloadFormat(topic) {
+	case FormatInflux:
+		return true
+	case FormatAuto:
+		i := 0
+		for i < len(payload) && (payload[i] == ' ' || payload[i] == '\t' || payload[i] == '\n' || payload[i] == '\r') {
+			i++
+		}
+		return i == len(payload) || (payload[i] != '{' && payload[i] != '[')
+	}
+	return false
 }
 
 func (p *parser) deadLetter(topic string, payload []byte, recv time.Time, tenant, reason string, err error) *model.DeadLetter {
@@ -112,9 +136,20 @@ func (p *parser) deadLetter(topic string, payload []byte, recv time.Time, tenant
 func deadLetterReason(err error, payload []byte) string {
 	var fe *decode.FieldError
 	var tm *decode.TooManyRowsError
+	var le *lineproto.LineError
 	switch {
 	case errors.As(err, &tm):
 		return "too_many_rows"
+	case errors.As(err, &le):
+		switch {
+		case le.Syntax:
+			return "invalid_line_protocol"
+		case le.DeviceMismatch:
+			return "device_mismatch"
+		case le.Field == "device":
+			return "bad_topic"
+		}
+		return "invalid_field"
 	case errors.As(err, &fe):
 		switch {
 		case strings.HasPrefix(fe.Reason, "malformed JSON"):

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/broker"
 	"github.com/sluicehq/sluice/internal/decode"
+	"github.com/sluicehq/sluice/internal/lineproto"
 	"github.com/sluicehq/sluice/internal/lograte"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/quota"
@@ -88,6 +89,13 @@ func (c *core) waitQuota(ctx context.Context, req *sink.Request, bytes int) erro
 		return nil
 	}
 	return c.quota.Wait(ctx, req.Tenant, quota.Rows(req), int64(bytes))
+}
+
+// SetLineProtocol sets how line-protocol payloads (Topic.PayloadFormat
+// influx or auto) map to readings; lineproto.DefaultConfig() until then.
+// Call it before the first message.
+func (c *core) SetLineProtocol(cfg lineproto.Config) {
+	c.p.influx = cfg
 }
 
 // SetHorizon makes readings older than h(kind, tenant, now) (the tenant's

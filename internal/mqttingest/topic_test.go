@@ -77,7 +77,7 @@ func TestDeadLetterReason(t *testing.T) {
 	}{
 		{`{"ts":1,`, "d1", "invalid_json"},
 		{`nope`, "d1", "invalid_json"},
-		{`{"ts":1,"metrics":{"v":"high"}}`, "d1", "invalid_field"},
+		{`{"ts":1,"metrics":{"v":null}}`, "d1", "invalid_field"},
 		{`{"ts":1,"metrics":{"v":1},"x":1}`, "d1", "invalid_field"},
 		{`{"device_id":"d2","ts":1,"metrics":{"v":1}}`, "d1", "device_mismatch"},
 		{`{"ts":1,"metrics":{"v":1}}`, "bad device!", "bad_topic"},

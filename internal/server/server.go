@@ -1,6 +1,7 @@
 // Package server assembles the gateway's HTTP surface: bearer-token
 // authentication that picks the tenant, the ingest and read endpoints,
-// /metrics, /healthz and /readyz.
+// /metrics, /healthz and /readyz, and the InfluxDB-compatible write
+// endpoints with the ways Influx clients send their token (influx.go).
 package server
 
 import (
@@ -27,6 +28,10 @@ type Routes struct {
 	GetReadings   http.HandlerFunc
 	GetAudit      http.HandlerFunc
 	GetPartitions http.HandlerFunc
+	// InfluxV1 and InfluxV2, when set, serve POST /write and POST
+	// /api/v2/write; GET /ping and GET /health are served with them.
+	InfluxV1 http.HandlerFunc
+	InfluxV2 http.HandlerFunc
 	// Extra routes by pattern (e.g. "GET /v1/deadletters"), all authenticated.
 	Extra   map[string]http.HandlerFunc
 	Metrics http.Handler
@@ -55,6 +60,7 @@ func mux(tokens []Token, rt Routes) http.Handler {
 	for pattern, h := range rt.Extra {
 		mux.Handle(pattern, auth(h))
 	}
+	routeInflux(mux, tokens, rt)
 	if rt.Metrics != nil {
 		mux.Handle("GET /metrics", rt.Metrics)
 	}
@@ -87,12 +93,7 @@ func authenticate(tokens []Token, next http.Handler) http.Handler {
 			httpx.Error(w, http.StatusUnauthorized, "missing bearer token: send Authorization: Bearer <token>")
 			return
 		}
-		tenant := ""
-		for _, t := range tokens {
-			if subtle.ConstantTimeCompare([]byte(t.Token), []byte(tok)) == 1 {
-				tenant = t.Tenant
-			}
-		}
+		tenant := tenantOf(tokens, tok)
 		if tenant == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice", error="invalid_token"`)
 			httpx.Error(w, http.StatusUnauthorized, "invalid bearer token")
@@ -100,6 +101,18 @@ func authenticate(tokens []Token, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(httpx.WithTenant(r.Context(), tenant)))
 	})
+}
+
+// tenantOf returns the tenant of tok, or "" if no token matches, comparing
+// against every configured token in constant time.
+func tenantOf(tokens []Token, tok string) string {
+	tenant := ""
+	for _, t := range tokens {
+		if subtle.ConstantTimeCompare([]byte(t.Token), []byte(tok)) == 1 {
+			tenant = t.Tenant
+		}
+	}
+	return tenant
 }
 
 // statusWriter records the status of a response for the access log.
