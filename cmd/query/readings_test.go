@@ -67,7 +67,7 @@ func TestReadingsFormats(t *testing.T) {
       "ts": "2026-11-22T10:00:00.250Z",
       "seq": 42,
       "metrics": {
-        "rpm": 1180,
+        "rpm": 1180.0,
         "temp_c": 21.5
       }
     },
@@ -75,7 +75,7 @@ func TestReadingsFormats(t *testing.T) {
       "device_id": "pump-17",
       "ts": "2026-11-22T10:00:01.000Z",
       "metrics": {
-        "rpm": 1181
+        "rpm": 1181.0
       }
     }
   ],

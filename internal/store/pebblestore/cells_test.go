@@ -143,10 +143,6 @@ func TestLegacyMetricKeysRead(t *testing.T) {
 	}
 }
 
-var cmpEmpty = cmp.Comparer(func(a, b []model.ReadingRow) bool {
-	return cmp.Equal(append([]model.ReadingRow{}, a...), append([]model.ReadingRow{}, b...))
-})
-
 func TestCorruptCellsRefused(t *testing.T) {
 	ok := appendCell(nil, model.ReadingRow{Metric: "rpm", Value: 1, Seq: 3, HasSeq: true})
 	bad := map[string][]byte{
