@@ -479,8 +479,9 @@ func (p *parser) reading(device string, ts int64) (int32, error) {
 	return i, nil
 }
 
-// finish groups the cells by reading, sorts each reading's metrics by name
-// and refuses a reading with too many metrics or a metric twice.
+// finish groups the cells by reading, sorts each reading's metrics by name,
+// keeps the last line's value of a metric given twice, and refuses a
+// reading with too many metrics (counting the repeats).
 func (p *parser) finish() ([]model.Reading, error) {
 	starts := make([]int32, len(p.readings)+1)
 	for _, c := range p.cells {
@@ -514,20 +515,17 @@ func (p *parser) finish() ([]model.Reading, error) {
 	for ri := range p.readings {
 		cs := grouped[starts[ri]:starts[ri+1]]
 		sortCells(cs)
-		for i := 1; i < len(cs); i++ {
-			if cs[i].m.Name == cs[i-1].m.Name {
-				r := p.readings[ri]
-				return nil, &lineError{entry: int(max(cs[i].entry, cs[i-1].entry)), LineError: LineError{
-					Field: fmt.Sprintf("metric %q", cs[i].m.Name),
-					Reason: fmt.Sprintf("the reading of device %q at %s already has this metric (an earlier line, or the same field twice)",
-						r.DeviceID, fmtMillis(r.TS))}}
-			}
-		}
-		ms := metrics[starts[ri]:starts[ri+1]:starts[ri+1]]
+		// A metric twice in a reading (the same field twice on a line, or
+		// lines of one series at one millisecond): the later line wins, as
+		// in InfluxDB and as a later reading of one timestamp does in JSON.
+		ms := metrics[starts[ri]:starts[ri]]
 		for i, c := range cs {
-			ms[i] = c.m
+			if i+1 < len(cs) && cs[i+1].m.Name == c.m.Name {
+				continue
+			}
+			ms = append(ms, c.m)
 		}
-		p.readings[ri].Metrics = ms
+		p.readings[ri].Metrics = ms[:len(ms):len(ms)]
 	}
 	return p.readings, nil
 }

@@ -14,8 +14,8 @@
 //     sets never share a name.
 //   - Timestamps are read in the request's precision and stored as
 //     milliseconds, rounded down; a line without one takes the receive time.
-//   - Lines of one device and one millisecond make one reading. A metric
-//     twice in one reading is refused.
+//   - Lines of one device and one millisecond make one reading. Of a metric
+//     given twice in one reading, the later line's value is kept.
 //
 // Lines are parsed by github.com/influxdata/line-protocol/v2, the parser of
 // InfluxDB's own Go code. The first problem found is returned as a

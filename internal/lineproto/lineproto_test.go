@@ -41,6 +41,11 @@ func TestReadings(t *testing.T) {
 		want: []model.Reading{{DeviceID: "d1", TS: tsMs, Metrics: []model.Metric{
 			{Name: "m.v:host.h1", Value: 1}}}},
 	}, {
+		name: "a metric twice in a reading: the later line wins",
+		body: "m,host=h v=1,v=2,w=1 " + tsNs + "\nn,host=h x=1 " + tsNs + "\nm,host=h v=3i " + tsNs[:len(tsNs)-3] + "999",
+		want: []model.Reading{{DeviceID: "h", TS: tsMs, Metrics: []model.Metric{
+			model.IntMetric("m.v", 3), {Name: "m.w", Value: 1}, {Name: "n.x", Value: 1}}}},
+	}, {
 		name: "tags sorted and escaped",
 		body: `disk,path=/boot/efi,host=h1,fstype=vfat,mode=rw used_percent=3.25 ` + tsNs,
 		want: []model.Reading{{DeviceID: "h1", TS: tsMs, Metrics: []model.Metric{
@@ -157,8 +162,6 @@ func TestReadingsErrors(t *testing.T) {
 		{name: "string too long", body: `m,host=h s="` + strings.Repeat("a", 257) + `"`, line: 1, field: `field "s"`, reason: "string is 257 bytes long"},
 		{name: "bad device id", body: "m,host=a/b v=1", line: 1, field: `tag "host"`, reason: "invalid character"},
 		{name: "duplicate tag", body: "m,host=h,a=1,a=2 v=1", line: 1, field: `tag "a"`, reason: "twice"},
-		{name: "duplicate field", body: "m,host=h v=1,v=2", line: 1, reason: "already has this metric"},
-		{name: "duplicate across lines", body: "m,host=h v=1 " + tsNs + "\nn,host=h w=1 " + tsNs + "\nm,host=h v=2 " + tsNs, line: 3, reason: "already has this metric"},
 		{name: "name too long", body: "m,host=h,t=" + long + ",u=" + long + " v=1", line: 1, field: `field "v"`, reason: "limits.max_id_length"},
 		{name: "future", body: "m,host=h v=1 1864244740000000000", line: 1, field: "timestamp", reason: "in the future"},
 		{name: "before 1970", body: "m,host=h v=1 -1", line: 1, field: "timestamp", reason: "before 1970"},
