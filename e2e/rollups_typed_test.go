@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"os"
 	"strings"
 	"testing"
@@ -109,6 +110,15 @@ func typedRollups(t *testing.T, env []string, before func(*gateway), extra []wir
 	if status, resp := g.post("/v1/readings", "application/x-ndjson", []byte(body.String())); status != 202 {
 		t.Fatalf("POST readings: %d %s", status, resp)
 	}
+	// Ints come from line protocol: 2^62 + i, whose sum over the minute
+	// needs more than 64 bits and more than a float64's 53.
+	var lines strings.Builder
+	for i := range 90 {
+		fmt.Fprintf(&lines, "valve,device=valve-1 pulses=%di %d\n", int64(1)<<62+int64(i), base.Add(time.Duration(i)*time.Second).UnixNano())
+	}
+	if status, resp := g.post("/api/v2/write?org=o&bucket=b&precision=ns", "text/plain", []byte(lines.String())); status != 204 {
+		t.Fatalf("POST line protocol: %d %s", status, resp)
+	}
 	from, to := day(1).Format(time.DateOnly), day(0).Format(time.DateOnly)
 	series := func(metric string) []wire.Bucket {
 		t.Helper()
@@ -149,6 +159,12 @@ func typedRollups(t *testing.T, env []string, before func(*gateway), extra []wir
 		if f := series("flow"); len(f) != 1 || f[0].FloatCount != 90 || f[0].Sum == nil || *f[0].Sum != 89*90/2+45 {
 			t.Errorf("%s: flow = %+v", when, f)
 		}
+		// 90 × 2^62 + 0+1+…+89, exactly.
+		wantSum := new(big.Int).Add(new(big.Int).Mul(big.NewInt(90), new(big.Int).Lsh(big.NewInt(1), 62)), big.NewInt(89*90/2)).String()
+		if p := series("valve.pulses"); len(p) != 1 || p[0].IntCount != 90 || p[0].Count != 90 || p[0].IntSum.String() != wantSum ||
+			p[0].IntMin == nil || *p[0].IntMin != 1<<62 || p[0].IntMax == nil || *p[0].IntMax != 1<<62+89 {
+			t.Errorf("%s: valve.pulses = %+v, want 90 ints summing to %s", when, p, wantSum)
+		}
 		out, _ := g.query("top", "--metric", "open", "--by", "count", "--from", from, "--to", to, "--format", "json")
 		var l wire.TopList
 		if err := json.Unmarshal([]byte(out), &l); err != nil {
@@ -168,14 +184,14 @@ func typedRollups(t *testing.T, env []string, before func(*gateway), extra []wir
 		out, errOut, code := g.queryStatus("rollups", "verify", "--day", from, "--format", "json")
 		var v wire.Verification
 		if err := json.Unmarshal([]byte(out), &v); err != nil || code != map[bool]int{true: 0, false: 1}[len(mismatches) == 0] ||
-			!cmp.Equal(v.Mismatches, mismatches, cmpopts.EquateEmpty()) || v.RawRows != 3*90+2 {
+			!cmp.Equal(v.Mismatches, mismatches, cmpopts.EquateEmpty()) || v.RawRows != 4*90+2 {
 			t.Errorf("%s: verify: exit %d, %s%s", when, code, out, errOut)
 		}
 	}
 	check("live", extra)
 	out, _ := g.query("rollups", "rebuild", "--from", from, "--to", to, "--format", "json")
 	var r wire.RebuildResult
-	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Readings != 3*90+2 {
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Readings != 4*90+2 {
 		t.Fatalf("rebuild: %v\n%s", err, out)
 	}
 	check("after rebuild", nil)
