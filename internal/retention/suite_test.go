@@ -1,11 +1,13 @@
 package retention_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,7 +121,7 @@ func (f fixture) writeTenant(ctx context.Context, ts tenantSpec, gw, other backe
 					if p.sub == subLate {
 						at = d.End() - 1 - int64(j)
 					}
-					pw.Readings = append(pw.Readings, model.ReadingRow{TS: at, Metric: "m", Value: float64(j)})
+					pw.Readings = append(pw.Readings, typedRow(at, j))
 				}
 				pi := model.PartitionInfo{Key: pk, Rows: int64(ts.rows), Bytes: int64(ts.rows) * 18, MinTS: d.Start(), MaxTS: d.End() - 1, State: "single"}
 				b := &main
@@ -158,6 +160,23 @@ func (f fixture) writeTenant(ctx context.Context, ts tenantSpec, gw, other backe
 
 // kept is the expectation, computed without the package under test: with
 // now at 10:00, a policy of P days keeps today and the P days before it.
+// typedRow is row j of a partition: its value a float, an int, a bool or a
+// string in turn, so that retention is checked on every type of value.
+func typedRow(at int64, j int) model.ReadingRow {
+	r := model.ReadingRow{TS: at, Metric: "m"}
+	switch j % 4 {
+	case 0:
+		r.Value = float64(j)
+	case 1:
+		r.Type, r.Int = model.TypeInt, int64(j)
+	case 2:
+		r.Type, r.Int = model.TypeBool, int64(j/2%2)
+	default:
+		r.Type, r.Str = model.TypeString, fmt.Sprintf("state-%d", j)
+	}
+	return r
+}
+
 func kept(policyDays int, d model.Day) bool { return int(today-d) <= policyDays }
 
 // check verifies every tenant-day of every kind: all of it is there when
@@ -185,6 +204,25 @@ func (f fixture) check(t *testing.T, st backend, keepAll bool) {
 				if len(rows) != want {
 					bad++
 					t.Errorf("%v: %d rows, want %d", pk, len(rows), want)
+				}
+				// The kept rows are the written ones, with their types.
+				var got, wantRows []model.ReadingRow
+				for j := range len(rows) {
+					wantRows = append(wantRows, typedRow(0, j))
+					r := rows[j]
+					r.TS = 0
+					got = append(got, r)
+				}
+				sortRows := func(rs []model.ReadingRow) {
+					slices.SortFunc(rs, func(a, b model.ReadingRow) int {
+						return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Value, b.Value), cmp.Compare(a.Int, b.Int), strings.Compare(a.Str, b.Str))
+					})
+				}
+				sortRows(got)
+				sortRows(wantRows)
+				if len(rows) == want && !slices.Equal(got, wantRows) {
+					bad++
+					t.Errorf("%v: rows %v, want the values written, %v", pk, got, wantRows)
 				}
 			}
 			for _, series := range []string{"d1", "d2"} {
