@@ -9,14 +9,16 @@ import (
 
 // routeInflux adds the InfluxDB-compatible endpoints, when configured:
 // POST /write (1.x) and POST /api/v2/write (2.x), each behind the token
-// schemes its clients use, and the unauthenticated GET /ping and GET
-// /health that Influx clients may probe.
+// schemes its clients use, POST /query for the CREATE DATABASE that 1.x
+// writers send first, and the unauthenticated GET /ping and GET /health
+// that Influx clients may probe.
 func routeInflux(mux *http.ServeMux, tokens []Token, rt Routes) {
 	if rt.InfluxV1 == nil && rt.InfluxV2 == nil {
 		return
 	}
 	if rt.InfluxV1 != nil {
 		mux.Handle("POST /write", authenticateInflux(tokens, false, rt.InfluxV1))
+		mux.Handle("POST /query", authenticateInflux(tokens, false, http.HandlerFunc(createDatabase)))
 	}
 	if rt.InfluxV2 != nil {
 		mux.Handle("POST /api/v2/write", authenticateInflux(tokens, true, rt.InfluxV2))
@@ -92,4 +94,29 @@ func influxToken(r *http.Request, v2 bool) (tok, how string) {
 		}
 	}
 	return "", ""
+}
+
+// maxQueryBytes bounds the body of POST /query (a CREATE DATABASE
+// statement is a few dozen bytes).
+const maxQueryBytes = 64 << 10
+
+// createDatabase answers InfluxDB 1.x's POST /query for CREATE DATABASE,
+// which Telegraf's outputs.influxdb and 1.x clients send before writing,
+// with the success InfluxDB gives, and does nothing: a token's tenant is
+// where its writes go, and db is not used. Any other statement is
+// refused: Sluice's read path is its own API and the query tool.
+func createDatabase(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxQueryBytes)
+	if err := r.ParseForm(); err != nil {
+		httpx.InfluxError(w, false, http.StatusBadRequest, 0, "read the query: "+err.Error())
+		return
+	}
+	q := strings.TrimSpace(r.Form.Get("q"))
+	if fields := strings.Fields(q); len(fields) >= 3 && strings.EqualFold(fields[0], "CREATE") && strings.EqualFold(fields[1], "DATABASE") &&
+		!strings.Contains(q, ";") {
+		httpx.JSON(w, http.StatusOK, map[string]any{"results": []map[string]int{{"statement_id": 0}}})
+		return
+	}
+	httpx.InfluxError(w, false, http.StatusBadRequest, 0,
+		"sluice takes writes on this API and answers only CREATE DATABASE (a no-op) on /query; read data with the query tool or GET /v1/readings")
 }

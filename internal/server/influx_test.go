@@ -78,3 +78,39 @@ func TestInfluxRoutes(t *testing.T) {
 		}
 	}
 }
+
+// Telegraf's outputs.influxdb and 1.x clients send CREATE DATABASE to
+// /query before they write: it succeeds, as InfluxDB answers it, and does
+// nothing; any other statement is refused.
+func TestInfluxCreateDatabase(t *testing.T) {
+	h := Handler([]Token{{Token: "secret-token-1", Tenant: "acme"}}, Routes{
+		InfluxV1: func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) },
+	})
+	tests := []struct {
+		name, path, form string
+		auth             bool
+		status           int
+		body             string
+	}{
+		{"form, as Telegraf sends it", "/query", `q=CREATE+DATABASE+"telegraf"`, true, 200, `{"results":[{"statement_id":0}]}`},
+		{"query string", "/query?q=create%20database%20mydb", "", true, 200, `{"results":[{"statement_id":0}]}`},
+		{"another statement", "/query", "q=SELECT+*+FROM+cpu", true, 400, `"error":"sluice takes writes`},
+		{"two statements", "/query", "q=CREATE+DATABASE+a;DROP+DATABASE+b", true, 400, `"error":`},
+		{"no statement", "/query", "", true, 400, `"error":`},
+		{"no token", "/query", `q=CREATE+DATABASE+"telegraf"`, false, 401, `"error":`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest("POST", tt.path, strings.NewReader(tt.form))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			if tt.auth {
+				req.SetBasicAuth("telegraf", "secret-token-1")
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tt.status || !strings.Contains(rec.Body.String(), tt.body) {
+				t.Errorf("%d %s, want %d with %s", rec.Code, rec.Body, tt.status, tt.body)
+			}
+		})
+	}
+}
