@@ -175,7 +175,7 @@ func (p *parser) start(now time.Time, cfg Config, lim decode.Limits, opt Options
 	p.lastIdx = -1
 	p.lastPrefix, p.lastSuffix = p.lastPrefix[:0], p.lastSuffix[:0]
 	p.lastKeys, p.lastKeyEnds, p.lastNames = p.lastKeys[:0], p.lastKeyEnds[:0], p.lastNames[:0]
-	if len(p.names) > maxNames {
+	if len(p.names) >= maxNames {
 		clear(p.names)
 		clear(p.lastNames[:cap(p.lastNames)])
 	}

@@ -2,6 +2,7 @@ package lineproto
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -252,5 +253,24 @@ func TestCellsBound(t *testing.T) {
 	}
 	if b := CellsBound(body, decode.DefaultLimits()); b < n {
 		t.Fatalf("bound %d < %d cells", b, n)
+	}
+}
+
+// A pooled parser whose intern table reached its bound starts the next
+// call with an empty table, so that a body of many distinct names (a
+// hostile or a misconfigured client) does not leave the names of later
+// requests uninterned for the life of the parser.
+func TestInternTableResetsAtItsBound(t *testing.T) {
+	p := &parser{names: make(map[string]string), index: make(map[readingKey]int32)}
+	p.start(testNow, DefaultConfig(), decode.DefaultLimits(), Options{})
+	for i := range maxNames + 10 {
+		p.intern([]byte("m" + strconv.Itoa(i)))
+	}
+	if len(p.names) != maxNames {
+		t.Fatalf("intern table holds %d names, want its bound %d", len(p.names), maxNames)
+	}
+	p.start(testNow, DefaultConfig(), decode.DefaultLimits(), Options{})
+	if len(p.names) != 0 {
+		t.Errorf("intern table holds %d names at the start of the next call, want 0", len(p.names))
 	}
 }
