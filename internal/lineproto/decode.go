@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/influxdata/line-protocol/v2/lineprotocol"
 
@@ -32,7 +33,7 @@ func Readings(body []byte, now time.Time, cfg Config, lim decode.Limits, opt Opt
 	}
 	if opt.Device != "" {
 		if reason := decode.CheckID([]byte(opt.Device), lim.MaxIDLength); reason != "" {
-			return nil, 0, &LineError{Field: "device", Reason: fmt.Sprintf("device %q from the topic %s", opt.Device, reason)}
+			return nil, 0, &LineError{Field: "device", Reason: fmt.Sprintf("device %s from the topic %s", show([]byte(opt.Device)), reason)}
 		}
 	}
 	p := parsers.Get().(*parser)
@@ -60,8 +61,10 @@ func Readings(body []byte, now time.Time, cfg Config, lim decode.Limits, opt Opt
 func locate(body []byte, entry int, err error) error {
 	var de *lineprotocol.DecodeError
 	if errors.As(err, &de) {
+		// The parser's messages quote keys and the rest of a line whole:
+		// cut them, as every message quoting the client's bytes is.
 		return &LineError{Line: int(de.Line), Syntax: true,
-			Reason: fmt.Sprintf("malformed line protocol at column %d: %v", de.Column, de.Err)}
+			Reason: clip(fmt.Sprintf("malformed line protocol at column %d: %v", de.Column, de.Err), maxReason)}
 	}
 	var le *lineError
 	if errors.As(err, &le) {
@@ -233,7 +236,7 @@ func (p *parser) line(dec *lineprotocol.Decoder, entry int) error {
 		sortTags(p.tags, p.tagBytes)
 		for i := 1; i < len(p.tags); i++ {
 			if k := p.tags[i].key(p.tagBytes); bytes.Equal(k, p.tags[i-1].key(p.tagBytes)) {
-				return fail(fmt.Sprintf("tag %q", k), "appears twice on the line")
+				return fail("tag "+show(k), "appears twice on the line")
 			}
 		}
 	}
@@ -323,7 +326,7 @@ func (p *parser) device() (string, int, error) {
 // metric returns the metric of field k = v, the j-th field of the line
 // being read.
 func (p *parser) metric(j int, k []byte, v lineprotocol.Value) (model.Metric, error) {
-	field := func() string { return fmt.Sprintf("field %q", k) }
+	field := func() string { return "field " + show(k) }
 	m := model.Metric{Name: p.lastName(j, k)}
 	if m.Name == "" {
 		n := len(p.prefix) + 1 + segmentLen(k, false) + len(p.suffix)
@@ -399,8 +402,12 @@ func (p *parser) remember(j int, k []byte, name string) {
 // tooLong explains a metric name over the id limit.
 func (p *parser) tooLong(k []byte, n int) string {
 	var keys []string
-	for _, t := range p.tags {
-		keys = append(keys, string(t.key(p.tagBytes)))
+	for i, t := range p.tags {
+		if i == maxListedTags {
+			keys = append(keys, fmt.Sprintf("and %d more", len(p.tags)-i))
+			break
+		}
+		keys = append(keys, clip(string(t.key(p.tagBytes)), maxShown))
 	}
 	msg := "the metric name made of the measurement, the field key"
 	if len(p.suffix) > 0 {
@@ -569,13 +576,31 @@ func parseInt(b []byte) (int64, bool) {
 	return 0, false
 }
 
+// Bounds of what an error message quotes of a body: the 400 answer, an
+// MQTT dead letter's error and its log line stay short whatever the line.
+const (
+	maxShown      = 40  // bytes of a key or value
+	maxListedTags = 8   // tag keys listed by tooLong
+	maxReason     = 300 // bytes of a parser's message
+)
+
 // show quotes a value for an error message, cut to a readable length.
 func show(b []byte) string {
-	const most = 40
-	if len(b) > most {
-		return fmt.Sprintf("%q…", b[:most])
+	if len(b) > maxShown {
+		return fmt.Sprintf("%q…", b[:maxShown])
 	}
 	return fmt.Sprintf("%q", b)
+}
+
+// clip cuts s to at most n bytes, on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func fmtMillis(ms int64) string {

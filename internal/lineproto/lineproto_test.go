@@ -274,3 +274,34 @@ func TestInternTableResetsAtItsBound(t *testing.T) {
 		t.Errorf("intern table holds %d names at the start of the next call, want 0", len(p.names))
 	}
 }
+
+// An error never echoes a client's key or line whole: the 400 body, the
+// MQTT dead letter's error (stored beside a payload cut to
+// mqtt.dead_letter_payload_bytes) and its log line stay short however long
+// the tag keys, field keys or bad timestamps of a line are.
+func TestErrorsBounded(t *testing.T) {
+	huge := strings.Repeat("k", 100_000)
+	var tags string
+	for i := range 40 {
+		tags += "," + strconv.Itoa(i) + huge[:2000] + "=v"
+	}
+	for name, body := range map[string]string{
+		"duplicate tag":        "m,host=h," + huge + "=1," + huge + "=2 v=1",
+		"name too long":        "m,host=h" + tags + " " + huge + "=1",
+		"field value too long": "m,host=h " + huge + `="` + strings.Repeat("a", 300) + `"`,
+		"uint over int64":      "m,host=h " + huge + "=18446744073709551615u",
+		"bad field value":      "m,host=h " + huge + "=99999999999999999999i",
+		"text after timestamp": "m,host=h v=1 1 " + huge,
+		"bad timestamp":        "m,host=h v=1 1" + huge,
+		"no equals":            "m,host=h " + huge,
+	} {
+		_, _, err := Readings([]byte(body), testNow, DefaultConfig(), decode.DefaultLimits(), Options{})
+		if err == nil {
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		if n := len(err.Error()); n > 1024 {
+			t.Errorf("%s: error of %d bytes: %.200s…", name, n, err)
+		}
+	}
+}
