@@ -136,9 +136,13 @@ type parser struct {
 	// ordered by reading (finish).
 	cells, grouped []cell
 	readings       []model.Reading
-	index          map[readingKey]int32
-	last           readingKey
-	lastIdx        int32
+	// counts are the cells of each reading so far, repeats included, so
+	// that limits.max_metrics is enforced as cells are read: the cells a
+	// call holds stay within max_rows × max_metrics.
+	counts  []int32
+	index   map[readingKey]int32
+	last    readingKey
+	lastIdx int32
 }
 
 type tagRef struct{ k0, k1, v1 int }
@@ -173,7 +177,7 @@ func (p *parser) start(now time.Time, cfg Config, lim decode.Limits, opt Options
 			p.minTS++
 		}
 	}
-	p.cells, p.grouped, p.readings = p.cells[:0], p.grouped[:0], nil
+	p.cells, p.grouped, p.readings, p.counts = p.cells[:0], p.grouped[:0], nil, p.counts[:0]
 	clear(p.index)
 	p.lastIdx = -1
 	p.lastPrefix, p.lastSuffix = p.lastPrefix[:0], p.lastSuffix[:0]
@@ -269,6 +273,12 @@ func (p *parser) line(dec *lineprotocol.Decoder, entry int) error {
 		if k == nil {
 			break
 		}
+		if j == p.lim.MaxMetrics {
+			// Every field of a line goes to one reading: refuse the line
+			// before it holds more cells than a reading may.
+			return fail("", fmt.Sprintf("has more than %d fields, and a reading holds at most %d metrics (limits.max_metrics)",
+				p.lim.MaxMetrics, p.lim.MaxMetrics))
+		}
 		m, err := p.metric(j, k, v)
 		if err != nil {
 			return err
@@ -286,6 +296,9 @@ func (p *parser) line(dec *lineprotocol.Decoder, entry int) error {
 	r, err := p.reading(device, ts)
 	if err != nil {
 		return err
+	}
+	if p.counts[r] += int32(len(p.cells) - first); int(p.counts[r]) > p.lim.MaxMetrics {
+		return fail("", p.tooManyMetrics(r))
 	}
 	for i := first; i < len(p.cells); i++ {
 		p.cells[i].reading = r
@@ -480,6 +493,7 @@ func (p *parser) reading(device string, ts int64) (int32, error) {
 		}
 		i = int32(len(p.readings))
 		p.readings = append(p.readings, model.Reading{DeviceID: device, TS: ts})
+		p.counts = append(p.counts, 0)
 		p.index[k] = i
 	}
 	p.last, p.lastIdx = k, i
@@ -493,10 +507,8 @@ func (p *parser) finish() ([]model.Reading, error) {
 	starts := make([]int32, len(p.readings)+1)
 	for _, c := range p.cells {
 		starts[c.reading+1]++
-		if int(starts[c.reading+1]) > p.lim.MaxMetrics {
-			r := p.readings[c.reading]
-			return nil, &lineError{entry: int(c.entry), LineError: LineError{Reason: fmt.Sprintf(
-				"the reading of device %q at %s has more than %d metrics (limits.max_metrics)", r.DeviceID, fmtMillis(r.TS), p.lim.MaxMetrics)}}
+		if int(starts[c.reading+1]) > p.lim.MaxMetrics { // line refuses it first; kept as a guard
+			return nil, &lineError{entry: int(c.entry), LineError: LineError{Reason: p.tooManyMetrics(c.reading)}}
 		}
 	}
 	for i := 1; i < len(starts); i++ {
@@ -535,6 +547,12 @@ func (p *parser) finish() ([]model.Reading, error) {
 		p.readings[ri].Metrics = ms[:len(ms):len(ms)]
 	}
 	return p.readings, nil
+}
+
+// tooManyMetrics explains a reading over limits.max_metrics.
+func (p *parser) tooManyMetrics(r int32) string {
+	rd := p.readings[r]
+	return fmt.Sprintf("the reading of device %q at %s has more than %d metrics (limits.max_metrics)", rd.DeviceID, fmtMillis(rd.TS), p.lim.MaxMetrics)
 }
 
 // sortCells sorts by metric name, then line: insertion sort for the usual

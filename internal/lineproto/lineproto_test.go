@@ -2,6 +2,7 @@ package lineproto
 
 import (
 	"errors"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -302,6 +303,43 @@ func TestErrorsBounded(t *testing.T) {
 		}
 		if n := len(err.Error()); n > 1024 {
 			t.Errorf("%s: error of %d bytes: %.200s…", name, n, err)
+		}
+	}
+}
+
+// limits.max_metrics is enforced while a body is read, not after: a line
+// of a million fields, or thousands of lines of one device and
+// millisecond, are refused without holding a cell per field (64 bytes for
+// every 4 bytes of body: a GiB for a 64 MiB body). The memory of a call
+// is bounded by limits.max_rows × limits.max_metrics, as JSON's is.
+func TestMaxMetricsBoundsMemory(t *testing.T) {
+	var wide strings.Builder
+	wide.WriteString("m,host=h ")
+	for i := range 1_000_000 {
+		if i > 0 {
+			wide.WriteByte(',')
+		}
+		wide.WriteString("f")
+		wide.WriteString(strconv.Itoa(i))
+		wide.WriteString("=1")
+	}
+	var tall strings.Builder
+	fields := strings.TrimSuffix(strings.Repeat("a=1,", 200), ",")
+	for range 20_000 {
+		tall.WriteString("m,host=h " + fields + " " + tsNs + "\n")
+	}
+	for name, body := range map[string][]byte{"one wide line": []byte(wide.String()), "many lines of one reading": []byte(tall.String())} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, _, err := Readings(body, testNow, DefaultConfig(), decode.DefaultLimits(), Options{})
+		runtime.ReadMemStats(&after)
+		var le *LineError
+		if !errors.As(err, &le) || le.Line != 1 && le.Line != 2 || !strings.Contains(le.Reason, "limits.max_metrics") {
+			t.Errorf("%s: error %v, want a max_metrics LineError on line 1 or 2", name, err)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+			t.Errorf("%s: %d MiB allocated to refuse a body of %d MiB", name, n>>20, len(body)>>20)
 		}
 	}
 }
