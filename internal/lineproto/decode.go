@@ -113,6 +113,8 @@ type parser struct {
 	minTS  int64
 	maxTS  int64
 	oldest time.Time
+	// maxDevTag is the length of the longest of cfg.DeviceTags.
+	maxDevTag int
 
 	// The line being read: its tags (offsets into tagBytes), its encoded
 	// measurement and its encoded tags other than the device.
@@ -166,6 +168,10 @@ func (p *parser) start(now time.Time, cfg Config, lim decode.Limits, opt Options
 		opt.Precision = time.Nanosecond
 	}
 	p.cfg, p.lim, p.opt = cfg, lim, opt
+	p.maxDevTag = 0
+	for _, t := range cfg.DeviceTags {
+		p.maxDevTag = max(p.maxDevTag, len(t))
+	}
 	p.nowMs = now.UnixMilli()
 	p.maxTS = p.nowMs + lim.MaxFuture.Milliseconds()
 	p.minTS, p.oldest = 0, lim.Oldest
@@ -220,6 +226,13 @@ func (p *parser) line(dec *lineprotocol.Decoder, entry int) error {
 	if err != nil {
 		return err
 	}
+	// A measurement or tags that make every metric name of the line too
+	// long are refused before they are escaped (up to 3 bytes a byte) or
+	// held as tags: a line's cost stays within limits.max_id_length.
+	if n := segmentLen(meas, true) + 2; n > p.lim.MaxIDLength {
+		return fail("", fmt.Sprintf("the measurement makes every metric name of the line at least %d bytes long; at most %d allowed (limits.max_id_length)",
+			n, p.lim.MaxIDLength))
+	}
 	p.prefix = appendSegment(p.prefix[:0], meas, true)
 	p.tagBytes, p.tags = p.tagBytes[:0], p.tags[:0]
 	for {
@@ -229,6 +242,12 @@ func (p *parser) line(dec *lineprotocol.Decoder, entry int) error {
 		}
 		if k == nil {
 			break
+		}
+		// Every tag but the device's adds at least ':' key '.' value to
+		// every name; the device's at most a device tag and an id.
+		if len(p.tagBytes)+len(k)+len(v)+2*(len(p.tags)+1) > 2*p.lim.MaxIDLength+p.maxDevTag+4 {
+			return fail("", fmt.Sprintf("its tags make every metric name of the line longer than %d bytes (limits.max_id_length): "+
+				"tags other than the device tag are part of the name: send fewer or shorter tags", p.lim.MaxIDLength))
 		}
 		k0 := len(p.tagBytes)
 		p.tagBytes = append(p.tagBytes, k...)

@@ -343,3 +343,34 @@ func TestMaxMetricsBoundsMemory(t *testing.T) {
 		}
 	}
 }
+
+// A measurement or tags too long for any metric name of the line to fit
+// limits.max_id_length are refused before they are escaped into names (3
+// bytes for each byte escaped) or held as tags (24 bytes a tag).
+func TestLongLinePartsBoundMemory(t *testing.T) {
+	var tags strings.Builder
+	tags.WriteString("m,host=h")
+	for i := range 500_000 {
+		tags.WriteString(",t")
+		tags.WriteString(strconv.Itoa(i))
+		tags.WriteString("=v")
+	}
+	tags.WriteString(" v=1")
+	for name, body := range map[string][]byte{
+		"many tags":        []byte(tags.String()),
+		"long measurement": []byte(strings.Repeat("/", 4<<20) + ",host=h v=1"),
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, _, err := Readings(body, testNow, DefaultConfig(), decode.DefaultLimits(), Options{})
+		runtime.ReadMemStats(&after)
+		var le *LineError
+		if !errors.As(err, &le) || le.Line != 1 || !strings.Contains(le.Reason, "limits.max_id_length") {
+			t.Errorf("%s: error %v, want a max_id_length LineError on line 1", name, err)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > uint64(len(body))+4<<20 {
+			t.Errorf("%s: %d MiB allocated to refuse a body of %d MiB", name, n>>20, len(body)>>20)
+		}
+	}
+}
