@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/influxdata/line-protocol/v2/lineprotocol"
 
@@ -32,7 +33,7 @@ func Readings(body []byte, now time.Time, cfg Config, lim decode.Limits, opt Opt
 	}
 	if opt.Device != "" {
 		if reason := decode.CheckID([]byte(opt.Device), lim.MaxIDLength); reason != "" {
-			return nil, 0, &LineError{Field: "device", Reason: fmt.Sprintf("device %q from the topic %s", opt.Device, reason)}
+			return nil, 0, &LineError{Field: "device", Reason: fmt.Sprintf("device %s from the topic %s", show([]byte(opt.Device)), reason)}
 		}
 	}
 	p := parsers.Get().(*parser)
@@ -60,8 +61,10 @@ func Readings(body []byte, now time.Time, cfg Config, lim decode.Limits, opt Opt
 func locate(body []byte, entry int, err error) error {
 	var de *lineprotocol.DecodeError
 	if errors.As(err, &de) {
+		// The parser's messages quote keys and the rest of a line whole:
+		// cut them, as every message quoting the client's bytes is.
 		return &LineError{Line: int(de.Line), Syntax: true,
-			Reason: fmt.Sprintf("malformed line protocol at column %d: %v", de.Column, de.Err)}
+			Reason: clip(fmt.Sprintf("malformed line protocol at column %d: %v", de.Column, de.Err), maxReason)}
 	}
 	var le *lineError
 	if errors.As(err, &le) {
@@ -110,6 +113,8 @@ type parser struct {
 	minTS  int64
 	maxTS  int64
 	oldest time.Time
+	// maxDevTag is the length of the longest of cfg.DeviceTags.
+	maxDevTag int
 
 	// The line being read: its tags (offsets into tagBytes), its encoded
 	// measurement and its encoded tags other than the device.
@@ -133,9 +138,13 @@ type parser struct {
 	// ordered by reading (finish).
 	cells, grouped []cell
 	readings       []model.Reading
-	index          map[readingKey]int32
-	last           readingKey
-	lastIdx        int32
+	// counts are the cells of each reading so far, repeats included, so
+	// that limits.max_metrics is enforced as cells are read: the cells a
+	// call holds stay within max_rows × max_metrics.
+	counts  []int32
+	index   map[readingKey]int32
+	last    readingKey
+	lastIdx int32
 }
 
 type tagRef struct{ k0, k1, v1 int }
@@ -159,6 +168,10 @@ func (p *parser) start(now time.Time, cfg Config, lim decode.Limits, opt Options
 		opt.Precision = time.Nanosecond
 	}
 	p.cfg, p.lim, p.opt = cfg, lim, opt
+	p.maxDevTag = 0
+	for _, t := range cfg.DeviceTags {
+		p.maxDevTag = max(p.maxDevTag, len(t))
+	}
 	p.nowMs = now.UnixMilli()
 	p.maxTS = p.nowMs + lim.MaxFuture.Milliseconds()
 	p.minTS, p.oldest = 0, lim.Oldest
@@ -170,12 +183,12 @@ func (p *parser) start(now time.Time, cfg Config, lim decode.Limits, opt Options
 			p.minTS++
 		}
 	}
-	p.cells, p.grouped, p.readings = p.cells[:0], p.grouped[:0], nil
+	p.cells, p.grouped, p.readings, p.counts = p.cells[:0], p.grouped[:0], nil, p.counts[:0]
 	clear(p.index)
 	p.lastIdx = -1
 	p.lastPrefix, p.lastSuffix = p.lastPrefix[:0], p.lastSuffix[:0]
 	p.lastKeys, p.lastKeyEnds, p.lastNames = p.lastKeys[:0], p.lastKeyEnds[:0], p.lastNames[:0]
-	if len(p.names) > maxNames {
+	if len(p.names) >= maxNames {
 		clear(p.names)
 		clear(p.lastNames[:cap(p.lastNames)])
 	}
@@ -213,6 +226,13 @@ func (p *parser) line(dec *lineprotocol.Decoder, entry int) error {
 	if err != nil {
 		return err
 	}
+	// A measurement or tags that make every metric name of the line too
+	// long are refused before they are escaped (up to 3 bytes a byte) or
+	// held as tags: a line's cost stays within limits.max_id_length.
+	if n := segmentLen(meas, true) + 2; n > p.lim.MaxIDLength {
+		return fail("", fmt.Sprintf("the measurement makes every metric name of the line at least %d bytes long; at most %d allowed (limits.max_id_length)",
+			n, p.lim.MaxIDLength))
+	}
 	p.prefix = appendSegment(p.prefix[:0], meas, true)
 	p.tagBytes, p.tags = p.tagBytes[:0], p.tags[:0]
 	for {
@@ -222,6 +242,12 @@ func (p *parser) line(dec *lineprotocol.Decoder, entry int) error {
 		}
 		if k == nil {
 			break
+		}
+		// Every tag but the device's adds at least ':' key '.' value to
+		// every name; the device's at most a device tag and an id.
+		if len(p.tagBytes)+len(k)+len(v)+2*(len(p.tags)+1) > 2*p.lim.MaxIDLength+p.maxDevTag+4 {
+			return fail("", fmt.Sprintf("its tags make every metric name of the line longer than %d bytes (limits.max_id_length): "+
+				"tags other than the device tag are part of the name: send fewer or shorter tags", p.lim.MaxIDLength))
 		}
 		k0 := len(p.tagBytes)
 		p.tagBytes = append(p.tagBytes, k...)
@@ -233,7 +259,7 @@ func (p *parser) line(dec *lineprotocol.Decoder, entry int) error {
 		sortTags(p.tags, p.tagBytes)
 		for i := 1; i < len(p.tags); i++ {
 			if k := p.tags[i].key(p.tagBytes); bytes.Equal(k, p.tags[i-1].key(p.tagBytes)) {
-				return fail(fmt.Sprintf("tag %q", k), "appears twice on the line")
+				return fail("tag "+show(k), "appears twice on the line")
 			}
 		}
 	}
@@ -266,6 +292,12 @@ func (p *parser) line(dec *lineprotocol.Decoder, entry int) error {
 		if k == nil {
 			break
 		}
+		if j == p.lim.MaxMetrics {
+			// Every field of a line goes to one reading: refuse the line
+			// before it holds more cells than a reading may.
+			return fail("", fmt.Sprintf("has more than %d fields, and a reading holds at most %d metrics (limits.max_metrics)",
+				p.lim.MaxMetrics, p.lim.MaxMetrics))
+		}
 		m, err := p.metric(j, k, v)
 		if err != nil {
 			return err
@@ -283,6 +315,9 @@ func (p *parser) line(dec *lineprotocol.Decoder, entry int) error {
 	r, err := p.reading(device, ts)
 	if err != nil {
 		return err
+	}
+	if p.counts[r] += int32(len(p.cells) - first); int(p.counts[r]) > p.lim.MaxMetrics {
+		return fail("", p.tooManyMetrics(r))
 	}
 	for i := first; i < len(p.cells); i++ {
 		p.cells[i].reading = r
@@ -323,7 +358,7 @@ func (p *parser) device() (string, int, error) {
 // metric returns the metric of field k = v, the j-th field of the line
 // being read.
 func (p *parser) metric(j int, k []byte, v lineprotocol.Value) (model.Metric, error) {
-	field := func() string { return fmt.Sprintf("field %q", k) }
+	field := func() string { return "field " + show(k) }
 	m := model.Metric{Name: p.lastName(j, k)}
 	if m.Name == "" {
 		n := len(p.prefix) + 1 + segmentLen(k, false) + len(p.suffix)
@@ -399,8 +434,12 @@ func (p *parser) remember(j int, k []byte, name string) {
 // tooLong explains a metric name over the id limit.
 func (p *parser) tooLong(k []byte, n int) string {
 	var keys []string
-	for _, t := range p.tags {
-		keys = append(keys, string(t.key(p.tagBytes)))
+	for i, t := range p.tags {
+		if i == maxListedTags {
+			keys = append(keys, fmt.Sprintf("and %d more", len(p.tags)-i))
+			break
+		}
+		keys = append(keys, clip(string(t.key(p.tagBytes)), maxShown))
 	}
 	msg := "the metric name made of the measurement, the field key"
 	if len(p.suffix) > 0 {
@@ -473,6 +512,7 @@ func (p *parser) reading(device string, ts int64) (int32, error) {
 		}
 		i = int32(len(p.readings))
 		p.readings = append(p.readings, model.Reading{DeviceID: device, TS: ts})
+		p.counts = append(p.counts, 0)
 		p.index[k] = i
 	}
 	p.last, p.lastIdx = k, i
@@ -486,10 +526,8 @@ func (p *parser) finish() ([]model.Reading, error) {
 	starts := make([]int32, len(p.readings)+1)
 	for _, c := range p.cells {
 		starts[c.reading+1]++
-		if int(starts[c.reading+1]) > p.lim.MaxMetrics {
-			r := p.readings[c.reading]
-			return nil, &lineError{entry: int(c.entry), LineError: LineError{Reason: fmt.Sprintf(
-				"the reading of device %q at %s has more than %d metrics (limits.max_metrics)", r.DeviceID, fmtMillis(r.TS), p.lim.MaxMetrics)}}
+		if int(starts[c.reading+1]) > p.lim.MaxMetrics { // line refuses it first; kept as a guard
+			return nil, &lineError{entry: int(c.entry), LineError: LineError{Reason: p.tooManyMetrics(c.reading)}}
 		}
 	}
 	for i := 1; i < len(starts); i++ {
@@ -528,6 +566,12 @@ func (p *parser) finish() ([]model.Reading, error) {
 		p.readings[ri].Metrics = ms[:len(ms):len(ms)]
 	}
 	return p.readings, nil
+}
+
+// tooManyMetrics explains a reading over limits.max_metrics.
+func (p *parser) tooManyMetrics(r int32) string {
+	rd := p.readings[r]
+	return fmt.Sprintf("the reading of device %q at %s has more than %d metrics (limits.max_metrics)", rd.DeviceID, fmtMillis(rd.TS), p.lim.MaxMetrics)
 }
 
 // sortCells sorts by metric name, then line: insertion sort for the usual
@@ -569,13 +613,31 @@ func parseInt(b []byte) (int64, bool) {
 	return 0, false
 }
 
+// Bounds of what an error message quotes of a body: the 400 answer, an
+// MQTT dead letter's error and its log line stay short whatever the line.
+const (
+	maxShown      = 40  // bytes of a key or value
+	maxListedTags = 8   // tag keys listed by tooLong
+	maxReason     = 300 // bytes of a parser's message
+)
+
 // show quotes a value for an error message, cut to a readable length.
 func show(b []byte) string {
-	const most = 40
-	if len(b) > most {
-		return fmt.Sprintf("%q…", b[:most])
+	if len(b) > maxShown {
+		return fmt.Sprintf("%q…", b[:maxShown])
 	}
 	return fmt.Sprintf("%q", b)
+}
+
+// clip cuts s to at most n bytes, on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func fmtMillis(ms int64) string {

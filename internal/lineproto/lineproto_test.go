@@ -2,6 +2,8 @@ package lineproto
 
 import (
 	"errors"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -252,5 +254,123 @@ func TestCellsBound(t *testing.T) {
 	}
 	if b := CellsBound(body, decode.DefaultLimits()); b < n {
 		t.Fatalf("bound %d < %d cells", b, n)
+	}
+}
+
+// A pooled parser whose intern table reached its bound starts the next
+// call with an empty table, so that a body of many distinct names (a
+// hostile or a misconfigured client) does not leave the names of later
+// requests uninterned for the life of the parser.
+func TestInternTableResetsAtItsBound(t *testing.T) {
+	p := &parser{names: make(map[string]string), index: make(map[readingKey]int32)}
+	p.start(testNow, DefaultConfig(), decode.DefaultLimits(), Options{})
+	for i := range maxNames + 10 {
+		p.intern([]byte("m" + strconv.Itoa(i)))
+	}
+	if len(p.names) != maxNames {
+		t.Fatalf("intern table holds %d names, want its bound %d", len(p.names), maxNames)
+	}
+	p.start(testNow, DefaultConfig(), decode.DefaultLimits(), Options{})
+	if len(p.names) != 0 {
+		t.Errorf("intern table holds %d names at the start of the next call, want 0", len(p.names))
+	}
+}
+
+// An error never echoes a client's key or line whole: the 400 body, the
+// MQTT dead letter's error (stored beside a payload cut to
+// mqtt.dead_letter_payload_bytes) and its log line stay short however long
+// the tag keys, field keys or bad timestamps of a line are.
+func TestErrorsBounded(t *testing.T) {
+	huge := strings.Repeat("k", 100_000)
+	var tags string
+	for i := range 40 {
+		tags += "," + strconv.Itoa(i) + huge[:2000] + "=v"
+	}
+	for name, body := range map[string]string{
+		"duplicate tag":        "m,host=h," + huge + "=1," + huge + "=2 v=1",
+		"name too long":        "m,host=h" + tags + " " + huge + "=1",
+		"field value too long": "m,host=h " + huge + `="` + strings.Repeat("a", 300) + `"`,
+		"uint over int64":      "m,host=h " + huge + "=18446744073709551615u",
+		"bad field value":      "m,host=h " + huge + "=99999999999999999999i",
+		"text after timestamp": "m,host=h v=1 1 " + huge,
+		"bad timestamp":        "m,host=h v=1 1" + huge,
+		"no equals":            "m,host=h " + huge,
+	} {
+		_, _, err := Readings([]byte(body), testNow, DefaultConfig(), decode.DefaultLimits(), Options{})
+		if err == nil {
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		if n := len(err.Error()); n > 1024 {
+			t.Errorf("%s: error of %d bytes: %.200s…", name, n, err)
+		}
+	}
+}
+
+// limits.max_metrics is enforced while a body is read, not after: a line
+// of a million fields, or thousands of lines of one device and
+// millisecond, are refused without holding a cell per field (64 bytes for
+// every 4 bytes of body: a GiB for a 64 MiB body). The memory of a call
+// is bounded by limits.max_rows × limits.max_metrics, as JSON's is.
+func TestMaxMetricsBoundsMemory(t *testing.T) {
+	var wide strings.Builder
+	wide.WriteString("m,host=h ")
+	for i := range 1_000_000 {
+		if i > 0 {
+			wide.WriteByte(',')
+		}
+		wide.WriteString("f")
+		wide.WriteString(strconv.Itoa(i))
+		wide.WriteString("=1")
+	}
+	var tall strings.Builder
+	fields := strings.TrimSuffix(strings.Repeat("a=1,", 200), ",")
+	for range 20_000 {
+		tall.WriteString("m,host=h " + fields + " " + tsNs + "\n")
+	}
+	for name, body := range map[string][]byte{"one wide line": []byte(wide.String()), "many lines of one reading": []byte(tall.String())} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, _, err := Readings(body, testNow, DefaultConfig(), decode.DefaultLimits(), Options{})
+		runtime.ReadMemStats(&after)
+		var le *LineError
+		if !errors.As(err, &le) || le.Line != 1 && le.Line != 2 || !strings.Contains(le.Reason, "limits.max_metrics") {
+			t.Errorf("%s: error %v, want a max_metrics LineError on line 1 or 2", name, err)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+			t.Errorf("%s: %d MiB allocated to refuse a body of %d MiB", name, n>>20, len(body)>>20)
+		}
+	}
+}
+
+// A measurement or tags too long for any metric name of the line to fit
+// limits.max_id_length are refused before they are escaped into names (3
+// bytes for each byte escaped) or held as tags (24 bytes a tag).
+func TestLongLinePartsBoundMemory(t *testing.T) {
+	var tags strings.Builder
+	tags.WriteString("m,host=h")
+	for i := range 500_000 {
+		tags.WriteString(",t")
+		tags.WriteString(strconv.Itoa(i))
+		tags.WriteString("=v")
+	}
+	tags.WriteString(" v=1")
+	for name, body := range map[string][]byte{
+		"many tags":        []byte(tags.String()),
+		"long measurement": []byte(strings.Repeat("/", 4<<20) + ",host=h v=1"),
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, _, err := Readings(body, testNow, DefaultConfig(), decode.DefaultLimits(), Options{})
+		runtime.ReadMemStats(&after)
+		var le *LineError
+		if !errors.As(err, &le) || le.Line != 1 || !strings.Contains(le.Reason, "limits.max_id_length") {
+			t.Errorf("%s: error %v, want a max_id_length LineError on line 1", name, err)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > uint64(len(body))+4<<20 {
+			t.Errorf("%s: %d MiB allocated to refuse a body of %d MiB", name, n>>20, len(body)>>20)
+		}
 	}
 }

@@ -191,26 +191,33 @@ func (m *cellMerge) MergeOlder(value []byte) error {
 	return nil
 }
 
+// Finish never fails: Pebble retries a failed flush or compaction for
+// ever, and a memtable that cannot be flushed stops every write of the
+// store, so one corrupt operand would wedge the gateway (mergeCells).
 func (m *cellMerge) Finish(bool) ([]byte, io.Closer, error) {
 	if len(m.ops) == 1 {
 		return m.ops[0], nil, nil
 	}
-	out, err := mergeCells(nil, m.ops)
-	return out, nil, err
+	return mergeCells(nil, m.ops), nil, nil
 }
 
 // mergeCells appends to dst the union of the cells of values (oldest
-// first), the newest cell of each metric winning, in name order.
-func mergeCells(dst []byte, values [][]byte) ([]byte, error) {
+// first), the newest cell of each metric winning, in name order. An
+// operand that does not parse is left out, as the rollup store's merger
+// ranks an operand that does not decode below every valid one; if none
+// parses, the newest is returned as it is, and reads report it corrupt.
+func mergeCells(dst []byte, values [][]byte) []byte {
 	type cell struct{ name, whole []byte }
 	var cells []cell
+	valid := false
 	for i := len(values) - 1; i >= 0; i-- { // newest first: the first cell of a name wins
 		v := values[i]
+		if !wellFormed(v) {
+			continue
+		}
+		valid = true
 		for len(v) > 0 {
-			ns, ne, end, err := cellLen(v)
-			if err != nil {
-				return nil, err
-			}
+			ns, ne, end, _ := cellLen(v)
 			name := v[ns:ne]
 			if !slices.ContainsFunc(cells, func(c cell) bool { return bytes.Equal(c.name, name) }) {
 				cells = append(cells, cell{name, v[:end]})
@@ -218,11 +225,27 @@ func mergeCells(dst []byte, values [][]byte) ([]byte, error) {
 			v = v[end:]
 		}
 	}
+	if !valid {
+		return append(dst, values[len(values)-1]...)
+	}
 	slices.SortFunc(cells, func(a, b cell) int { return bytes.Compare(a.name, b.name) })
 	for _, c := range cells {
 		dst = append(dst, c.whole...)
 	}
-	return dst, nil
+	return dst
+}
+
+// wellFormed reports whether v is a sequence of cells (cellLen accepts
+// each).
+func wellFormed(v []byte) bool {
+	for len(v) > 0 {
+		_, _, end, err := cellLen(v)
+		if err != nil {
+			return false
+		}
+		v = v[end:]
+	}
+	return true
 }
 
 // scanReadings returns up to limit rows of a readings partition inside r,

@@ -1,10 +1,12 @@
 package pebblestore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -161,8 +163,60 @@ func TestCorruptCellsRefused(t *testing.T) {
 		if !errors.Is(err, errCorrupt) {
 			t.Errorf("%s (%x): %v, want a corrupt value", name, v, err)
 		}
-		if _, err := mergeCells(nil, [][]byte{ok, v}); !errors.Is(err, errCorrupt) {
-			t.Errorf("%s: merge: %v, want a corrupt value", name, err)
+		// Merged, a corrupt operand is left out (it must not fail a
+		// flush); alone, it is kept for reads to report.
+		if got := mergeCells(nil, [][]byte{ok, v}); !bytes.Equal(got, ok) {
+			t.Errorf("%s: merged with a good operand: %x, want the good one %x", name, got, ok)
 		}
+		if got := mergeCells(nil, [][]byte{v, v}); !bytes.Equal(got, v) {
+			t.Errorf("%s: merged with itself: %x, want it as it is", name, got)
+		}
+	}
+}
+
+// A corrupt operand of a reading key never fails a flush or a compaction:
+// Pebble retries a failed flush for ever, and a memtable that cannot
+// flush stops every write of the store. It is left out of the merge; a
+// key with no operand left reads as corrupt.
+func TestCorruptOperandDoesNotWedgeTheStore(t *testing.T) {
+	st, err := Open(t.TempDir(), Options{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: "d", Day: 20_000}.Partition(0)
+	t0 := model.Day(20_000).Start()
+	good := model.ReadingRow{TS: t0, Metric: "a", Value: 1}
+	if err := st.db.Merge(appendTS(partitionPrefix(nil, pk), t0), appendCell(nil, good), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range []int64{t0, t0 + 1} {
+		if err := st.db.Merge(appendTS(partitionPrefix(nil, pk), ts), []byte{9, 'x'}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		if err := st.db.Flush(); err != nil {
+			done <- err
+			return
+		}
+		done <- st.db.Compact(ctx, []byte{tabReadings}, []byte{tabReadings + 1}, true)
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("flush and compaction: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("flush and compaction of a corrupt operand still not done after 20s")
+	}
+	got, err := st.ScanReadings(ctx, pk, store.Range{From: t0, To: t0 + 1}, 10)
+	if err != nil || len(got) != 1 || got[0] != good {
+		t.Errorf("key with a good and a corrupt operand: %+v, %v; want the good cell", got, err)
+	}
+	if _, err := st.ScanReadings(ctx, pk, store.Range{From: t0 + 1, To: t0 + 2}, 10); !errors.Is(err, errCorrupt) {
+		t.Errorf("key with a corrupt operand only: %v, want a corrupt value", err)
 	}
 }
