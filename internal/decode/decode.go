@@ -251,17 +251,7 @@ func getDecoder(body []byte, now time.Time, lim Limits) *decoder {
 	d.buf = body
 	d.pos, d.end = 0, len(body)
 	d.lim = lim
-	d.nowMs = now.UnixMilli()
-	d.maxTS = d.nowMs + lim.MaxFuture.Milliseconds()
-	d.minTS = 0
-	d.oldest = lim.Oldest
-	if !lim.Oldest.IsZero() && lim.Oldest.UnixMilli() > 0 {
-		d.minTS = lim.Oldest.UnixMilli()
-		// A horizon with sub-millisecond precision refuses its own millisecond.
-		if lim.Oldest.Nanosecond()%int(time.Millisecond) != 0 {
-			d.minTS++
-		}
-	}
+	d.bounds = lim.Bounds(now)
 	d.row, d.line, d.rows = 0, 0, 0
 	d.field, d.keyAt = "", -1
 	d.arena, d.nMetrics = nil, 0

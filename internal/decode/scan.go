@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
-	"time"
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/model"
@@ -23,10 +22,8 @@ type decoder struct {
 	pos, end int
 	tmp      []byte // unescaped string contents
 
-	lim          Limits
-	nowMs        int64
-	maxTS, minTS int64
-	oldest       time.Time
+	lim    Limits
+	bounds TimeBounds
 
 	row, line, rows int
 	estimate        int    // rows expected in the request

@@ -394,15 +394,8 @@ func (d *decoder) ts() (int64, error) {
 	default:
 		return 0, d.wrongType("ts", want)
 	}
-	switch {
-	case ts < 0:
-		return 0, d.fail("ts", fmt.Sprintf("%s is before 1970-01-01T00:00:00Z", fmtMillis(ts)))
-	case ts > d.maxTS:
-		return 0, d.fail("ts", fmt.Sprintf("is %s in the future; at most %s allowed",
-			millisString(ts-d.nowMs), d.lim.MaxFuture))
-	case ts < d.minTS:
-		return 0, d.fail("ts", fmt.Sprintf("%s is older than the retention horizon %s",
-			fmtMillis(ts), d.oldest.UTC().Format(time.RFC3339Nano)))
+	if reason := d.bounds.Check(ts); reason != "" {
+		return 0, d.fail("ts", reason)
 	}
 	return ts, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // Readings decodes a body of line protocol. On success every reading has a
@@ -109,10 +110,7 @@ type parser struct {
 	cfg    Config
 	lim    decode.Limits
 	opt    Options
-	nowMs  int64
-	minTS  int64
-	maxTS  int64
-	oldest time.Time
+	bounds decode.TimeBounds
 	// maxDevTag is the length of the longest of cfg.DeviceTags.
 	maxDevTag int
 
@@ -172,17 +170,7 @@ func (p *parser) start(now time.Time, cfg Config, lim decode.Limits, opt Options
 	for _, t := range cfg.DeviceTags {
 		p.maxDevTag = max(p.maxDevTag, len(t))
 	}
-	p.nowMs = now.UnixMilli()
-	p.maxTS = p.nowMs + lim.MaxFuture.Milliseconds()
-	p.minTS, p.oldest = 0, lim.Oldest
-	if !lim.Oldest.IsZero() && lim.Oldest.UnixMilli() > 0 {
-		p.minTS = lim.Oldest.UnixMilli()
-		// A horizon with sub-millisecond precision refuses its own
-		// millisecond, as the JSON decoder does.
-		if lim.Oldest.Nanosecond()%int(time.Millisecond) != 0 {
-			p.minTS++
-		}
-	}
+	p.bounds = lim.Bounds(now)
 	p.cells, p.grouped, p.readings, p.counts = p.cells[:0], p.grouped[:0], nil, p.counts[:0]
 	clear(p.index)
 	p.lastIdx = -1
@@ -456,7 +444,7 @@ func (p *parser) tooLong(k []byte, n int) string {
 // the limits: tb as written (nil: the receive time) in p.opt.Precision.
 func (p *parser) ts(tb []byte) (int64, error) {
 	if tb == nil {
-		return p.checkTS(p.nowMs)
+		return p.checkTS(p.bounds.NowMillis())
 	}
 	v, ok := parseInt(tb)
 	if !ok {
@@ -483,17 +471,8 @@ func (p *parser) ts(tb []byte) (int64, error) {
 }
 
 func (p *parser) checkTS(ms int64) (int64, error) {
-	switch {
-	case ms < 0:
-		return 0, fail("timestamp", fmt.Sprintf("%s is before 1970-01-01T00:00:00Z", fmtMillis(ms)))
-	case ms > decode.MaxEpochMillis:
-		return 0, fail("timestamp", fmt.Sprintf("%d ms since the epoch is after year 9999", ms))
-	case ms > p.maxTS:
-		return 0, fail("timestamp", fmt.Sprintf("is %s in the future; at most %s allowed",
-			time.Duration(ms-p.nowMs)*time.Millisecond, p.lim.MaxFuture))
-	case ms < p.minTS:
-		return 0, fail("timestamp", fmt.Sprintf("%s is older than the retention horizon %s",
-			fmtMillis(ms), p.oldest.UTC().Format(time.RFC3339Nano)))
+	if reason := p.bounds.Check(ms); reason != "" {
+		return 0, fail("timestamp", reason)
 	}
 	return ms, nil
 }
@@ -571,7 +550,7 @@ func (p *parser) finish() ([]model.Reading, error) {
 // tooManyMetrics explains a reading over limits.max_metrics.
 func (p *parser) tooManyMetrics(r int32) string {
 	rd := p.readings[r]
-	return fmt.Sprintf("the reading of device %q at %s has more than %d metrics (limits.max_metrics)", rd.DeviceID, fmtMillis(rd.TS), p.lim.MaxMetrics)
+	return fmt.Sprintf("the reading of device %q at %s has more than %d metrics (limits.max_metrics)", rd.DeviceID, wire.FormatTS(rd.TS), p.lim.MaxMetrics)
 }
 
 // sortCells sorts by metric name, then line: insertion sort for the usual
@@ -638,8 +617,4 @@ func clip(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
-}
-
-func fmtMillis(ms int64) string {
-	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }

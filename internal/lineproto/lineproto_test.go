@@ -166,6 +166,7 @@ func TestReadingsErrors(t *testing.T) {
 		{name: "duplicate tag", body: "m,host=h,a=1,a=2 v=1", line: 1, field: `tag "a"`, reason: "twice"},
 		{name: "name too long", body: "m,host=h,t=" + long + ",u=" + long + " v=1", line: 1, field: `field "v"`, reason: "limits.max_id_length"},
 		{name: "future", body: "m,host=h v=1 1864244740000000000", line: 1, field: "timestamp", reason: "in the future"},
+		{name: "far future: the wait is said without overflow", body: "m,host=h v=1 200000000000", opt: Options{Precision: time.Second}, line: 1, field: "timestamp", reason: "is 55056727h in the future"},
 		{name: "before 1970", body: "m,host=h v=1 -1", line: 1, field: "timestamp", reason: "before 1970"},
 		{name: "after 9999", body: "m,host=h v=1 9223372036854775807", opt: Options{Precision: time.Hour}, line: 1, field: "timestamp", reason: "after year 9999"},
 		{name: "horizon", body: "m,host=h v=1 1000000000", lim: func(l *decode.Limits) { l.Oldest = testNow.Add(-time.Hour) }, line: 1, field: "timestamp", reason: "retention horizon"},
