@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/bytebudget"
+	"github.com/sluicehq/sluice/internal/httpx"
 )
 
 const (
@@ -170,4 +171,49 @@ func readError(err error, limit int64) *bodyError {
 		return refuse(http.StatusBadRequest, "body is not valid gzip")
 	}
 	return refuse(http.StatusBadRequest, "read body: %v", err)
+}
+
+// answerer writes a refused request's answer the way the protocol's
+// clients read it.
+type answerer interface {
+	busy(w http.ResponseWriter, retryAfter time.Duration, msg string)
+	fail(w http.ResponseWriter, status int, msg string)
+}
+
+// jsonAnswers answers as /v1/readings and /v1/audit do.
+type jsonAnswers struct{}
+
+func (jsonAnswers) busy(w http.ResponseWriter, retryAfter time.Duration, msg string) {
+	httpx.Busy(w, retryAfter, msg)
+}
+func (jsonAnswers) fail(w http.ResponseWriter, status int, msg string) { httpx.Error(w, status, msg) }
+
+// influxAnswers answers as InfluxDB's write API of that version does.
+type influxAnswers struct{ v2 bool }
+
+func (a influxAnswers) busy(w http.ResponseWriter, retryAfter time.Duration, msg string) {
+	httpx.InfluxError(w, a.v2, http.StatusServiceUnavailable, retryAfter.Seconds(), msg)
+}
+func (a influxAnswers) fail(w http.ResponseWriter, status int, msg string) {
+	httpx.InfluxError(w, a.v2, status, 0, msg)
+}
+
+// takeBody reads r's body under charge (readBody). When it cannot, it
+// counts why under kind, answers through a (nothing when the client is
+// gone) and returns false.
+func (h *Handler) takeBody(w http.ResponseWriter, r *http.Request, kind string, charge *bytebudget.Charge, a answerer) ([]byte, bool) {
+	body, berr := h.readBody(w, r, charge)
+	switch {
+	case berr == nil:
+		return body, true
+	case berr.busy && r.Context().Err() != nil:
+		h.m.rejected.WithLabelValues(kind, "cancelled").Inc() // the client is gone
+	case berr.busy:
+		h.m.rejected.WithLabelValues(kind, "body_busy").Inc()
+		a.busy(w, bodyRetryAfter, berr.msg)
+	default:
+		h.m.rejected.WithLabelValues(kind, "body").Inc()
+		a.fail(w, berr.status, berr.msg)
+	}
+	return nil, false
 }

@@ -111,18 +111,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, kind model.Kind)
 	}
 	charge := h.bodies.Charge()
 	defer charge.Release()
-	body, berr := h.readBody(w, r, charge)
-	switch {
-	case berr == nil:
-	case berr.busy && r.Context().Err() != nil:
-		h.m.rejected.WithLabelValues(kl, "cancelled").Inc() // the client is gone
-		return
-	case berr.busy:
-		h.m.rejected.WithLabelValues(kl, "body_busy").Inc()
-		httpx.Busy(w, bodyRetryAfter, berr.msg)
-		return
-	default:
-		h.reject(w, kl, "body", berr.status, berr.msg)
+	body, ok := h.takeBody(w, r, kl, charge, jsonAnswers{})
+	if !ok {
 		return
 	}
 	h.m.bytes.WithLabelValues(kl).Add(float64(len(body)))

@@ -48,18 +48,8 @@ func (h *Handler) serveInflux(w http.ResponseWriter, r *http.Request, v2 bool) {
 	}
 	charge := h.bodies.Charge()
 	defer charge.Release()
-	body, berr := h.readBody(w, r, charge)
-	switch {
-	case berr == nil:
-	case berr.busy && r.Context().Err() != nil:
-		h.m.rejected.WithLabelValues(kl, "cancelled").Inc()
-		return
-	case berr.busy:
-		h.m.rejected.WithLabelValues(kl, "body_busy").Inc()
-		httpx.InfluxError(w, v2, http.StatusServiceUnavailable, bodyRetryAfter.Seconds(), berr.msg)
-		return
-	default:
-		h.rejectInflux(w, v2, "body", berr.status, berr.msg)
+	body, ok := h.takeBody(w, r, kl, charge, influxAnswers{v2})
+	if !ok {
 		return
 	}
 	h.m.bytes.WithLabelValues(kl).Add(float64(len(body)))
