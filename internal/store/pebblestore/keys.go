@@ -15,7 +15,8 @@ import (
 // Strings are terminated by 0x00, which validated ids never contain; the
 // last component of a key is not terminated.
 //
-//	readings   'r' day tenant 0 device 0 sub ts metric          -> flags, value, [seq]
+//	readings   'r' day tenant 0 device 0 sub ts                 -> cells: (name, flags, typed value, [seq])… (merged; cells.go)
+//	           'r' day tenant 0 device 0 sub ts metric          -> flags, value, [seq] (stores written up to 10a3f17)
 //	audit      'a' day tenant 0 stream 0 sub ts event_id        -> actor, action, resource, outcome, attributes
 //	audit ids  'i' day tenant 0 event_id                        -> stream 0 sub ts
 //	catalogue  'c' day tenant 0 kind series 0 sub               -> partition info
