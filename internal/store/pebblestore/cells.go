@@ -207,45 +207,32 @@ func (m *cellMerge) Finish(bool) ([]byte, io.Closer, error) {
 // ranks an operand that does not decode below every valid one; if none
 // parses, the newest is returned as it is, and reads report it corrupt.
 func mergeCells(dst []byte, values [][]byte) []byte {
-	type cell struct{ name, whole []byte }
+	type cell struct{ name, value []byte }
 	var cells []cell
 	valid := false
 	for i := len(values) - 1; i >= 0; i-- { // newest first: the first cell of a name wins
-		v := values[i]
-		if !wellFormed(v) {
+		n := len(cells)
+		err := eachCell(values[i], func(name, value []byte) error {
+			if !slices.ContainsFunc(cells, func(c cell) bool { return bytes.Equal(c.name, name) }) {
+				cells = append(cells, cell{name, value})
+			}
+			return nil
+		})
+		if err != nil {
+			cells = cells[:n] // the operand is left out whole
 			continue
 		}
 		valid = true
-		for len(v) > 0 {
-			ns, ne, end, _ := cellLen(v)
-			name := v[ns:ne]
-			if !slices.ContainsFunc(cells, func(c cell) bool { return bytes.Equal(c.name, name) }) {
-				cells = append(cells, cell{name, v[:end]})
-			}
-			v = v[end:]
-		}
 	}
 	if !valid {
 		return append(dst, values[len(values)-1]...)
 	}
 	slices.SortFunc(cells, func(a, b cell) int { return bytes.Compare(a.name, b.name) })
 	for _, c := range cells {
-		dst = append(dst, c.whole...)
+		dst = binary.AppendUvarint(dst, uint64(len(c.name)))
+		dst = append(append(dst, c.name...), c.value...)
 	}
 	return dst
-}
-
-// wellFormed reports whether v is a sequence of cells (cellLen accepts
-// each).
-func wellFormed(v []byte) bool {
-	for len(v) > 0 {
-		_, _, end, err := cellLen(v)
-		if err != nil {
-			return false
-		}
-		v = v[end:]
-	}
-	return true
 }
 
 // scanReadings returns up to limit rows of a readings partition inside r,
