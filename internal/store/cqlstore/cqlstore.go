@@ -580,39 +580,6 @@ func (s *Store) catalogueOps(entries map[model.PartitionKey]stamped) []op {
 	return ops
 }
 
-// lastOfEachCell returns rows keeping, of rows with one (ts, metric), only
-// the last: the later write wins, as it does across commits. The rows of a
-// batch share one write timestamp, and Cassandra settles cells of equal
-// timestamps by their values, column by column: left to it, the larger
-// value would win, and typed rows could mix (a bool false written after an
-// int -4 read back as a bool of ivalue -4, true). Rows in (ts, metric)
-// order, the usual batch, are returned as they are.
-func lastOfEachCell(rows []model.ReadingRow) []model.ReadingRow {
-	increasing := true
-	for i := 1; i < len(rows) && increasing; i++ {
-		a, b := &rows[i-1], &rows[i]
-		increasing = a.TS < b.TS || a.TS == b.TS && a.Metric < b.Metric
-	}
-	if increasing {
-		return rows
-	}
-	type cell struct {
-		ts     int64
-		metric string
-	}
-	last := make(map[cell]int, len(rows))
-	for i, r := range rows {
-		last[cell{r.TS, r.Metric}] = i
-	}
-	out := make([]model.ReadingRow, 0, len(last))
-	for i, r := range rows {
-		if last[cell{r.TS, r.Metric}] == i {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 const kindDeadLetters = "dead_letters"
 
 func (s *Store) rowOps(b *store.Batch, ts int64) []op {
@@ -621,7 +588,7 @@ func (s *Store) rowOps(b *store.Batch, ts int64) []op {
 		k := pw.Key
 		day, sub := dayValue(k.Day), int32(k.Sub)
 		entries := make([]gocql.BatchEntry, 0, len(pw.Readings)+len(pw.Events))
-		for _, r := range lastOfEachCell(pw.Readings) {
+		for _, r := range store.LastOfEachCell(pw.Readings) {
 			entries = append(entries, entry(insReading, k.Tenant, k.Series, day, sub, r.TS, r.Metric, r.Value, int8(r.Type), r.Int, r.Str, r.Seq, r.HasSeq))
 		}
 		for _, e := range pw.Events {

@@ -117,26 +117,20 @@ func AppendReading(key, val []byte, pk model.PartitionKey, rows []model.ReadingR
 }
 
 // appendReadings stages the rows of one partition (pk's prefix in key) as
-// one merge per run of rows with the same timestamp. Rows come from
-// readings flattened in order, so a reading's cells are one run in name
-// order; a run that is not (two readings of one timestamp in a batch) is
-// sorted, the later row of a metric winning, as the later write would.
+// one merge per timestamp: store.LastOfEachCell puts them in (ts, metric)
+// order, the later row of a cell written twice in the batch winning, so
+// each timestamp's run is a reading's cells in name order.
 func appendReadings(pb *pebble.Batch, key, val []byte, rows []model.ReadingRow) ([]byte, []byte, error) {
+	rows = store.LastOfEachCell(rows)
 	plen := len(key)
 	for i := 0; i < len(rows); {
 		j := i + 1
-		sorted := true
 		for j < len(rows) && rows[j].TS == rows[i].TS {
-			sorted = sorted && rows[j-1].Metric < rows[j].Metric
 			j++
-		}
-		run := rows[i:j]
-		if !sorted {
-			run = lastOfEachMetric(run)
 		}
 		key = appendTS(key[:plen], rows[i].TS)
 		val = val[:0]
-		for _, r := range run {
+		for _, r := range rows[i:j] {
 			val = appendCell(val, r)
 		}
 		if err := pb.Merge(key, val, nil); err != nil {
@@ -145,22 +139,6 @@ func appendReadings(pb *pebble.Batch, key, val []byte, rows []model.ReadingRow) 
 		i = j
 	}
 	return key, val, nil
-}
-
-// lastOfEachMetric returns the rows sorted by metric, keeping of each
-// metric the last row.
-func lastOfEachMetric(rows []model.ReadingRow) []model.ReadingRow {
-	out := slices.Clone(rows)
-	slices.SortStableFunc(out, func(a, b model.ReadingRow) int { return cmp.Compare(a.Metric, b.Metric) })
-	w := 0
-	for i := range out {
-		if i+1 < len(out) && out[i+1].Metric == out[i].Metric {
-			continue
-		}
-		out[w] = out[i]
-		w++
-	}
-	return out[:w]
 }
 
 // storeMerger is the database's merger: reading keys combine their cells
