@@ -4,7 +4,6 @@ package model
 
 import (
 	"fmt"
-	"math"
 	"time"
 	"unicode/utf8"
 )
@@ -149,27 +148,6 @@ func boolInt(v bool) int64 {
 
 // Bool returns the value of a bool metric.
 func (m Metric) Bool() bool { return m.Int != 0 }
-
-// SameValue reports whether m and o hold the same typed value (names are
-// not compared). Floats compare by bits, so NaN equals itself.
-func (m Metric) SameValue(o Metric) bool {
-	return m.Type == o.Type && math.Float64bits(m.Value) == math.Float64bits(o.Value) && m.Int == o.Int && m.Str == o.Str
-}
-
-// Any returns the value as a Go value of its type: float64, int64, bool or
-// string (for JSON and display).
-func (m Metric) Any() any {
-	switch m.Type {
-	case TypeInt:
-		return m.Int
-	case TypeBool:
-		return m.Int != 0
-	case TypeString:
-		return m.Str
-	default:
-		return m.Value
-	}
-}
 
 // Reading is what a device reports at one instant. TS is in milliseconds since
 // the Unix epoch, UTC. Metrics are sorted by name and unique.

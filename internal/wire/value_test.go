@@ -35,7 +35,7 @@ func TestValueJSON(t *testing.T) {
 			continue
 		}
 		var back Value
-		if err := json.Unmarshal(got, &back); err != nil || !model.Metric(back).SameValue(tc.m) {
+		if err := json.Unmarshal(got, &back); err != nil || model.Metric(back) != tc.m {
 			t.Errorf("unmarshal %s = %#v, %v; want %#v", got, back, err, tc.m)
 		}
 	}
