@@ -19,7 +19,9 @@ import (
 // already strictly in that order, the usual batch, are returned as they
 // are, without a copy.
 func LastOfEachCell(rows []model.ReadingRow) []model.ReadingRow {
-	order := func(a, b model.ReadingRow) int { return cmp.Or(cmp.Compare(a.TS, b.TS), strings.Compare(a.Metric, b.Metric)) }
+	order := func(a, b model.ReadingRow) int {
+		return cmp.Or(cmp.Compare(a.TS, b.TS), strings.Compare(a.Metric, b.Metric))
+	}
 	strict := true
 	for i := 1; i < len(rows) && strict; i++ {
 		strict = order(rows[i-1], rows[i]) < 0
