@@ -32,6 +32,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/sluicehq/sluice/internal/membudget"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/store/pebblestore"
 )
@@ -382,7 +383,9 @@ func BenchmarkFleetLimit(b *testing.B) {
 
 func runLimit(tb testing.TB, l fleetLoad) fleetResult {
 	tb.Helper()
-	db, err := pebblestore.OpenDB(tb.TempDir(), 0, slog.New(slog.DiscardHandler))
+	// The sizes the gateway gives the raw store at the default budget.
+	plan := membudget.For(membudget.Default)
+	db, err := pebblestore.OpenDB(tb.TempDir(), pebblestore.Options{CacheBytes: plan.StoreCache, MemTableBytes: plan.StoreMemTable}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -310,7 +310,7 @@ func BenchmarkPebbleLimit(b *testing.B) {
 
 func benchPebbleLimit(b *testing.B, workload string) {
 	reqs, bodies := benchWorkload(workload, b.N)
-	db, err := pebblestore.OpenDB(b.TempDir(), 0, slog.New(slog.DiscardHandler))
+	db, err := pebblestore.OpenDB(b.TempDir(), pebblestore.Options{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -135,7 +135,7 @@ func retentionCmd(ctx context.Context, args, env []string, stdout, stderr io.Wri
 		defer ch.Close()
 		rollupStore = ch
 	case cfg.Rollups.Enabled:
-		emb, err := rollupstore.Open(filepath.Join(cfg.DataDir, "rollups"), logger)
+		emb, err := rollupstore.OpenWith(filepath.Join(cfg.DataDir, "rollups"), rollupstore.Options{MemTableBytes: cfg.Plan().RollupMemTable}, logger)
 		if err != nil {
 			return fmt.Errorf("%w (is the gateway running on %s? stop it first)", err, cfg.DataDir)
 		}

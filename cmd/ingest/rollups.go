@@ -53,7 +53,7 @@ func startRollups(cfg config.Config, raw rollupfeed.Raw, logger *slog.Logger, re
 		}
 		r.ch, dst, backend = ch, ch, "clickhouse"
 	} else {
-		emb, err := rollupstore.Open(filepath.Join(cfg.DataDir, "rollups"), logger)
+		emb, err := rollupstore.OpenWith(filepath.Join(cfg.DataDir, "rollups"), rollupstore.Options{MemTableBytes: cfg.Plan().RollupMemTable}, logger)
 		if err != nil {
 			return nil, err
 		}
@@ -68,7 +68,7 @@ func startRollups(cfg config.Config, raw rollupfeed.Raw, logger *slog.Logger, re
 	if marks, err := ob.Dirty(); err == nil && len(marks) > 0 {
 		logger.Warn("rollups of these days are incomplete; run `query rollups rebuild` for them (with the tenant's token)", "days", rollupfeed.DirtyList(marks))
 	}
-	marks, err := rollmarks.Open(filepath.Join(cfg.DataDir, "rollmarks"), logger)
+	marks, err := rollmarks.OpenWith(filepath.Join(cfg.DataDir, "rollmarks"), rollmarks.Options{MemTableBytes: cfg.Plan().MarksMemTable}, logger)
 	if err != nil {
 		_ = ob.Close()
 		r.closeBackend()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,8 @@ func serve(ctx context.Context, cfg config.Config, file string, logger *slog.Log
 		logger.Warn("THE DEVELOPMENT TOKEN IS ACCEPTED: anyone who knows it can write and read as its tenant; set auth.tokens (SLUICE_AUTH_TOKENS) before exposing this gateway",
 			"token", config.DevToken, "tenant", "dev")
 	}
+
+	defer applyMemoryBudget(cfg, logger, os.Getenv)()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/decode"
 	"github.com/sluicehq/sluice/internal/httpingest"
 	"github.com/sluicehq/sluice/internal/lineproto"
+	"github.com/sluicehq/sluice/internal/membudget"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/mqttingest"
 	"github.com/sluicehq/sluice/internal/quota"
@@ -52,6 +53,33 @@ type Config struct {
 	Retention retention.Config `mapstructure:"retention"`
 	Quotas    quota.Config     `mapstructure:"quotas"`
 	Audit     auditlog.Config  `mapstructure:"audit"`
+	Memory    Memory           `mapstructure:"memory"`
+}
+
+// Memory is the gateway's memory budget (package membudget divides it).
+type Memory struct {
+	// BudgetBytes is the peak resident memory the gateway aims at. Settings
+	// left at 0 that hold memory (buckets.max_series_days,
+	// rollups.max_pending, store.pebble.cache_bytes) take their share of it,
+	// and so do the embedded stores' memtables and the Go heap's soft limit.
+	BudgetBytes int64 `mapstructure:"budget_bytes"`
+}
+
+// Plan is the division of the memory budget.
+func (c Config) Plan() membudget.Plan { return membudget.For(c.Memory.BudgetBytes) }
+
+// resolveMemory gives the settings left at 0 their share of the budget.
+func (c *Config) resolveMemory() {
+	p := c.Plan()
+	if c.Buckets.MaxSeriesDays == 0 {
+		c.Buckets.MaxSeriesDays = p.SeriesDays
+	}
+	if c.Rollups.MaxPending == 0 {
+		c.Rollups.MaxPending = p.MaxPending
+	}
+	if c.Store.Pebble.CacheBytes == 0 {
+		c.Store.Pebble.CacheBytes = p.StoreCache
+	}
 }
 
 // HTTP configures the HTTP listener shared by ingest, read API and metrics.
@@ -133,10 +161,18 @@ type Log struct {
 	Format string `mapstructure:"format"`
 }
 
-// Default returns the built-in defaults; configs/ingest.yaml states the same.
+// Default returns the built-in defaults, the settings left to the memory
+// budget resolved; configs/ingest.yaml states the same.
 func Default() Config {
+	c := unresolved()
+	c.resolveMemory()
+	return c
+}
+
+// unresolved is Default with the settings the memory budget sizes at 0.
+func unresolved() Config {
 	d := decode.DefaultLimits()
-	return Config{
+	c := Config{
 		DataDir: "./data",
 		HTTP: HTTP{
 			Addr: "127.0.0.1:8080", MaxBodyBytes: 16 << 20, MaxDecompressedBytes: 64 << 20,
@@ -164,7 +200,10 @@ func Default() Config {
 		Retention: retention.DefaultConfig(),
 		Quotas:    quota.DefaultConfig(),
 		Audit:     auditlog.DefaultConfig(),
+		Memory:    Memory{BudgetBytes: membudget.Default},
 	}
+	c.Buckets.MaxSeriesDays, c.Rollups.MaxPending, c.Store.Pebble.CacheBytes = 0, 0, 0
+	return c
 }
 
 // UsesDevToken reports whether the shipped development token is accepted.
@@ -220,7 +259,7 @@ func LoadSources(src Sources) (Config, Loaded, error) {
 	file, env := src.File, src.Env
 	l := Loaded{Origin: map[string]string{}}
 	v := viper.New()
-	def := Default()
+	def := unresolved()
 	var flat map[string]any
 	if err := mapstructure.Decode(def, &flat); err != nil {
 		return Config{}, l, fmt.Errorf("flatten defaults: %w", err)
@@ -292,6 +331,7 @@ func LoadSources(src Sources) (Config, Loaded, error) {
 	if err != nil {
 		return Config{}, l, fmt.Errorf("config: %w", err)
 	}
+	c.resolveMemory()
 	if err := c.Validate(); err != nil {
 		return Config{}, l, err
 	}
@@ -579,7 +619,10 @@ func (c Config) Validate() error {
 		bad("store.backend: %q is not supported (allowed: pebble, cassandra)", c.Store.Backend)
 	}
 	if c.Store.Pebble.CacheBytes < 1<<20 {
-		bad("store.pebble.cache_bytes: must be at least 1048576, got %d", c.Store.Pebble.CacheBytes)
+		bad("store.pebble.cache_bytes: must be at least 1048576 (or 0: from memory.budget_bytes), got %d", c.Store.Pebble.CacheBytes)
+	}
+	if b := c.Memory.BudgetBytes; b < membudget.Min || b > membudget.Max {
+		bad("memory.budget_bytes: must be %d..%d (256 MiB to 1 TiB), got %d", int64(membudget.Min), int64(membudget.Max), b)
 	}
 	if err := c.Rollups.Validate(); err != nil {
 		errs = append(errs, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sluicehq/sluice/internal/membudget"
 	"github.com/sluicehq/sluice/internal/retention"
 	"github.com/sluicehq/sluice/internal/tlsconf/tlstest"
 )
@@ -297,5 +298,30 @@ func TestRetiredSettings(t *testing.T) {
 	}
 	if _, _, err := LoadSources(Sources{File: file}); err == nil || !strings.Contains(err.Error(), "rollups.allowed_latenes: unknown setting") {
 		t.Errorf("a misspelt setting: %v, want it refused", err)
+	}
+}
+
+// Settings left at 0 take their share of memory.budget_bytes; settings given
+// keep their value.
+func TestMemoryBudgetSizesWhatIsNotSet(t *testing.T) {
+	t.Chdir(t.TempDir())
+	got, _, err := Load("", []string{"SLUICE_MEMORY_BUDGET_BYTES=2147483648", "SLUICE_ROLLUPS_MAX_PENDING=5000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := membudget.For(2 << 30)
+	if got.Buckets.MaxSeriesDays != p.SeriesDays || got.Store.Pebble.CacheBytes != p.StoreCache {
+		t.Errorf("2 GiB budget: max_series_days %d, cache_bytes %d; want %d, %d", got.Buckets.MaxSeriesDays, got.Store.Pebble.CacheBytes, p.SeriesDays, p.StoreCache)
+	}
+	if def := Default(); got.Buckets.MaxSeriesDays <= def.Buckets.MaxSeriesDays {
+		t.Errorf("2 GiB budget gives %d series-days, the default budget %d", got.Buckets.MaxSeriesDays, def.Buckets.MaxSeriesDays)
+	}
+	if got.Rollups.MaxPending != 5000 {
+		t.Errorf("rollups.max_pending = %d, want the 5000 given", got.Rollups.MaxPending)
+	}
+	for _, bad := range []string{"SLUICE_MEMORY_BUDGET_BYTES=1048576", "SLUICE_MEMORY_BUDGET_BYTES=-1"} {
+		if _, _, err := Load("", []string{bad}); err == nil || !strings.Contains(err.Error(), "memory.budget_bytes") {
+			t.Errorf("%s: err = %v, want one naming memory.budget_bytes", bad, err)
+		}
 	}
 }

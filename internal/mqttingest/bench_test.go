@@ -320,7 +320,7 @@ func storeDrain(b *testing.B, topics, payloads []string) (time.Duration, cpuUse)
 			cells = append(cells, c)
 		}
 	}
-	db, err := pebblestore.OpenDB(b.TempDir(), 0, slog.New(slog.DiscardHandler))
+	db, err := pebblestore.OpenDB(b.TempDir(), pebblestore.Options{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -34,13 +34,28 @@ type Store struct {
 	db *pebble.DB
 }
 
-// Open opens (creating if needed) the marks database in dir.
+// Options tune the marks database.
+type Options struct {
+	MemTableBytes int64 // size of a memtable (up to two are held); 16 MiB if not positive
+}
+
+// Open opens (creating if needed) the marks database in dir with the
+// default options.
 func Open(dir string, logger *slog.Logger) (*Store, error) {
+	return OpenWith(dir, Options{}, logger)
+}
+
+// OpenWith opens (creating if needed) the marks database in dir.
+func OpenWith(dir string, opts Options, logger *slog.Logger) (*Store, error) {
+	memTable := opts.MemTableBytes
+	if memTable <= 0 {
+		memTable = 16 << 20
+	}
 	db, err := pebble.Open(dir, &pebble.Options{
 		Logger: pebblelog.New(logger, "rollmarks"),
 		// Marks live seconds to minutes: a small memtable is flushed
 		// rarely, since most marks are deleted before it fills.
-		MemTableSize:       16 << 20,
+		MemTableSize:       uint64(memTable),
 		FormatMajorVersion: pebble.FormatNewest,
 	})
 	if err != nil {

@@ -29,14 +29,29 @@ type Store struct {
 	db *pebble.DB
 }
 
-// Open opens (creating if needed) the store in dir.
+// Options tune the store.
+type Options struct {
+	MemTableBytes int64 // size of a memtable (up to two are held); 64 MiB if not positive
+}
+
+// Open opens (creating if needed) the store in dir with the default
+// options.
 func Open(dir string, logger *slog.Logger) (*Store, error) {
+	return OpenWith(dir, Options{}, logger)
+}
+
+// OpenWith opens (creating if needed) the store in dir.
+func OpenWith(dir string, opts Options, logger *slog.Logger) (*Store, error) {
+	memTable := opts.MemTableBytes
+	if memTable <= 0 {
+		memTable = 64 << 20
+	}
 	// Written all the time in small synced batches, read now and then: a
 	// large memtable (Pebble's default is 4 MiB), and many level-0 files
 	// before compacting them, so that each day's rows are rewritten about a
 	// quarter as often as with the default of 4 files.
 	db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.New(logger, "rollupstore"), FormatMajorVersion: pebble.FormatNewest, Merger: latestMerger,
-		MemTableSize: 64 << 20, L0CompactionThreshold: 16, L0StopWritesThreshold: 48})
+		MemTableSize: uint64(memTable), L0CompactionThreshold: 16, L0StopWritesThreshold: 48})
 	if err != nil {
 		if strings.Contains(err.Error(), "merger name") {
 			// Written before rows became merge operands (a development

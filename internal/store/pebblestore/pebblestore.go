@@ -24,7 +24,8 @@ import (
 
 // Options tune the embedded store.
 type Options struct {
-	CacheBytes int64 // block cache size
+	CacheBytes    int64 // block cache size; 64 MiB if not positive
+	MemTableBytes int64 // size of a memtable (up to four are held); 64 MiB if not positive
 	// NoSync skips the fsync on commit. Only benchmarks that measure the
 	// cost of durability set it.
 	NoSync bool
@@ -47,7 +48,7 @@ func (s *Store) Version() int64 { return s.ver.next() }
 
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
-	db, err := OpenDB(dir, opts.CacheBytes, logger)
+	db, err := OpenDB(dir, opts, logger)
 	if err != nil {
 		return nil, fmt.Errorf("open embedded store %q: %w", dir, err)
 	}
@@ -59,12 +60,16 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
 }
 
 // OpenDB opens the Pebble database in dir with the store's settings (block
-// cache of cacheBytes, 64 MiB if not positive; memtables; merger), without
-// the store around it: what the benchmarks' raw-store limits write to, so
-// that they are measured on the same settings.
-func OpenDB(dir string, cacheBytes int64, logger *slog.Logger) (*pebble.DB, error) {
+// cache and memtables of opts; merger), without the store around it: what
+// the benchmarks' raw-store limits write to, so that they are measured on
+// the same settings.
+func OpenDB(dir string, opts Options, logger *slog.Logger) (*pebble.DB, error) {
+	cacheBytes, memTable := opts.CacheBytes, opts.MemTableBytes
 	if cacheBytes <= 0 {
 		cacheBytes = 64 << 20
+	}
+	if memTable <= 0 {
+		memTable = 64 << 20
 	}
 	cache := pebble.NewCache(cacheBytes)
 	defer cache.Unref()
@@ -72,7 +77,7 @@ func OpenDB(dir string, cacheBytes int64, logger *slog.Logger) (*pebble.DB, erro
 		Cache:                       cache,
 		Merger:                      storeMerger,
 		Logger:                      pebblelog.New(logger, "pebble"),
-		MemTableSize:                64 << 20,
+		MemTableSize:                uint64(memTable),
 		MemTableStopWritesThreshold: 4,
 		FormatMajorVersion:          pebble.FormatNewest,
 	})

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// applyMemoryBudget sets the Go heap's soft limit to its share of
+// memory.budget_bytes, unless GOMEMLIMIT is set in the environment (getenv),
+// logs the division, and warns when explicit settings plan more state than
+// the budget has room for. It returns what restores the previous limit.
+func applyMemoryBudget(cfg config.Config, logger *slog.Logger, getenv func(string) string) (restore func()) {
+	p := cfg.Plan()
+	restore = func() {}
+	limit := "memory.budget_bytes"
+	if getenv("GOMEMLIMIT") == "" {
+		prev := debug.SetMemoryLimit(p.GoLimit)
+		restore = func() { debug.SetMemoryLimit(prev) }
+	} else {
+		limit = "GOMEMLIMIT"
+	}
+	logger.Info("memory budget", "budget_mib", p.Budget>>20, "go_heap_limit_mib", debug.SetMemoryLimit(-1)>>20, "go_heap_limit_from", limit,
+		"max_series_days", cfg.Buckets.MaxSeriesDays, "max_pending", cfg.Rollups.MaxPending,
+		"store_cache_mib", cfg.Store.Pebble.CacheBytes>>20, "store_memtable_mib", p.StoreMemTable>>20)
+	if msg, over := p.Over(cfg.Buckets.MaxSeriesDays, cfg.Rollups.MaxPending, cfg.Store.Pebble.CacheBytes); over {
+		logger.Warn(msg + "; peak memory may exceed the budget: raise memory.budget_bytes or set them to 0")
+	}
+	return restore
+}
