@@ -80,10 +80,9 @@ func bigReadings(w io.Writer, dev string, rows, metrics int) {
 func memoryFormula(bodyBudget, rows int64) int64 {
 	const (
 		// The runtime and the idle gateway (~40 MiB), and the embedded
-		// store: store.pebble.cache_bytes (64 MiB) and up to four
-		// memtables of 16 MiB waiting to be flushed (the shares of the
-		// default memory budget).
-		baseline = (40 + 64 + 4*16) << 20
+		// store: store.pebble.cache_bytes (32 MiB) and two memtables of
+		// 32 MiB (the shares of the default memory budget).
+		baseline = (40 + 32 + 2*32) << 20
 		gcFactor = 2 // GOGC=100: the heap may reach twice what is live
 	)
 	return baseline + gcFactor*(bodyBudget+rows*rowBytes)
@@ -295,7 +294,7 @@ func TestFleetMemoryBound(t *testing.T) {
 	} else {
 		env = append(env, fmt.Sprintf("SLUICE_MEMORY_BUDGET_BYTES=%d", budget))
 	}
-	if p := membudget.For(budget); p.SeriesDays >= devices || p.MaxPending >= devices {
+	if p := membudget.For(budget, membudget.All); p.SeriesDays >= devices || p.MaxPending >= devices {
 		t.Fatalf("the budget's planner (%d series-days) or pending rollups (%d) hold the whole fleet of %d: nothing is evicted", p.SeriesDays, p.MaxPending, devices)
 	}
 	l := fleetLoad{Devices: devices, Readings: 2 * devices, Batch: 1000, Clients: 8}

@@ -65,8 +65,15 @@ type Memory struct {
 	BudgetBytes int64 `mapstructure:"budget_bytes"`
 }
 
-// Plan is the division of the memory budget.
-func (c Config) Plan() membudget.Plan { return membudget.For(c.Memory.BudgetBytes) }
+// Plan is the division of the memory budget among what the configuration
+// opens.
+func (c Config) Plan() membudget.Plan {
+	return membudget.For(c.Memory.BudgetBytes, membudget.Opens{
+		RawStore:    c.Store.Backend == "pebble",
+		Rollups:     c.Rollups.Enabled,
+		RollupStore: c.Rollups.Enabled && c.Rollups.ClickHouse.Addr == "",
+	})
+}
 
 // resolveMemory gives the settings left at 0 their share of the budget.
 func (c *Config) resolveMemory() {

@@ -92,6 +92,12 @@ func TestCassandraFromEnvironment(t *testing.T) {
 	want.Store.Cassandra.WriteConsistency = "QUORUM"
 	want.Store.Cassandra.ReplicationFactor = 1
 	want.Store.Cassandra.TLS.Enabled = true
+	// Without the embedded store its memory goes to the Go heap.
+	p := want.Plan()
+	want.Buckets.MaxSeriesDays, want.Rollups.MaxPending = p.SeriesDays, p.MaxPending
+	if p.SeriesDays <= Default().Buckets.MaxSeriesDays {
+		t.Errorf("cassandra: %d series-days, no more than with the embedded store", p.SeriesDays)
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -309,7 +315,7 @@ func TestMemoryBudgetSizesWhatIsNotSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := membudget.For(2 << 30)
+	p := membudget.For(2<<30, membudget.All)
 	if got.Buckets.MaxSeriesDays != p.SeriesDays || got.Store.Pebble.CacheBytes != p.StoreCache {
 		t.Errorf("2 GiB budget: max_series_days %d, cache_bytes %d; want %d, %d", got.Buckets.MaxSeriesDays, got.Store.Pebble.CacheBytes, p.SeriesDays, p.StoreCache)
 	}

@@ -6,23 +6,26 @@
 // (buckets.max_series_days) and the device-minutes waiting for their
 // rollups' recompute (rollups.max_pending).
 //
-// The division, for a budget B (docs/operations.md, "Memory budget"):
+// The division, for a budget B, of what the configuration opens
+// (docs/operations.md, "Memory budget"):
 //
-//	raw store        memtables  B/32 each, up to 4 held      (4 MiB..64 MiB each)
-//	                 block cache B/8                          (store.pebble.cache_bytes)
-//	rollup store     memtables  B/32 each, up to 2 held      (4 MiB..64 MiB each)
-//	rollup marks     memtables  B/64 each, up to 2 held      (2 MiB..16 MiB each)
-//	outbox           memtables  4 MiB each, up to 2 held
-//	small caches     8 MiB each (Pebble's default) for the rollup store, marks and outbox
-//	runtime          32 MiB (stacks, the collector's own structures, code)
-//	Go heap limit    what is left (runtime/debug.SetMemoryLimit)
-//	  series-days    a sixth of the Go heap limit, 480 B each
-//	  pending        an eighth of it, 2 × 200 B per rollups.max_pending
+//	raw store (pebble)      memtables B/16, 2 held           (4–64 MiB each)
+//	                        block cache B/16                 (store.pebble.cache_bytes)
+//	rollup store (embedded) memtables B/8, 2 held            (4–64 MiB each)
+//	rollups                 marks' memtables B/64, 2 held    (2–16 MiB each)
+//	                        outbox memtables 4 MiB, 2 held
+//	                        block caches of 8 MiB (Pebble's default) for the
+//	                        marks, the outbox and the rollup store
+//	runtime                 32 MiB (code, thread stacks, allocator slack)
+//	Go heap limit           what is left (runtime/debug.SetMemoryLimit)
+//	  series-days           a 16th of the Go heap limit, 480 B each
+//	  pending minutes       a 24th of it, 2 × 200 B per rollups.max_pending
 //
 // The rest of the Go heap limit is for requests in flight (bounded by their
-// own settings), a recompute's rows and the collector's headroom. The off-heap
-// terms are upper bounds (every memtable full and queued for a flush); the
-// heap terms are measured costs at a million devices a day.
+// own settings), a recompute's rows and the collector's headroom: the
+// smaller the live heap against the limit, the less often the collector
+// runs. The off-heap terms are upper bounds (every memtable full); the heap
+// terms are costs measured at a million devices a day.
 package membudget
 
 import "fmt"
@@ -31,7 +34,7 @@ import "fmt"
 const Default = 512 << 20
 
 // Min is the smallest budget accepted: below it the fixed terms (the
-// smallest memtables, the runtime) leave no room for the fleet's state.
+// smallest memtables, the runtime) leave too little for the Go heap.
 const Min = 256 << 20
 
 // Max is the largest budget accepted: 1 TiB.
@@ -49,25 +52,37 @@ const (
 
 	runtimeBytes     = 32 << 20
 	smallCacheBytes  = 8 << 20 // Pebble's default block cache
-	outboxMemTable   = 4 << 20
-	storeMemTables   = 4 // Pebble MemTableStopWritesThreshold of the raw store
-	otherMemTables   = 2 // Pebble's default threshold, the other databases
-	seriesDayShare   = 6 // a sixth of the Go heap limit
-	pendingShare     = 8 // an eighth
+	outboxMemTable   = 4 << 20 // Pebble's default memtable
+	storeMemTables   = 2       // the raw store's MemTableStopWritesThreshold
+	otherMemTables   = 2       // Pebble's default threshold, the other databases
+	seriesDayShare   = 16      // a 16th of the Go heap limit
+	pendingShare     = 24      // a 24th
 	minSeriesDays    = 10_000
 	minPendingMinute = 10_000
 )
 
+// Opens says which Pebble databases the configuration opens.
+type Opens struct {
+	RawStore    bool // store.backend pebble
+	Rollups     bool // rollups.enabled: the marks and the outbox
+	RollupStore bool // rollups without ClickHouse: the embedded rollup store
+}
+
+// All is every database: the embedded defaults.
+var All = Opens{RawStore: true, Rollups: true, RollupStore: true}
+
 // Plan is a budget divided.
 type Plan struct {
 	Budget int64
+	Opens  Opens
 
 	StoreMemTable  int64 // raw store: bytes per memtable
+	StoreMemTables int   // raw store: memtables held before writes wait
 	StoreCache     int64 // raw store: block cache (store.pebble.cache_bytes)
 	RollupMemTable int64 // embedded rollup store: bytes per memtable
 	MarksMemTable  int64 // rollup marks: bytes per memtable
-	SmallCache     int64 // block cache of the rollup store, the marks and the outbox
-	OutboxMemTable int64
+	OutboxMemTable int64 // rollup outbox: bytes per memtable
+	SmallCache     int64 // block cache of the marks, the outbox and the rollup store, each
 
 	// GoLimit is the Go heap's soft limit (GOMEMLIMIT, unless that is set in
 	// the environment).
@@ -78,17 +93,18 @@ type Plan struct {
 	MaxPending int
 }
 
-// For divides budget, which must be within [Min, Max].
-func For(budget int64) Plan {
+// For divides budget, clamped to [Min, Max], among what o opens.
+func For(budget int64, o Opens) Plan {
 	budget = min(max(budget, Min), Max)
 	p := Plan{
-		Budget:         budget,
-		StoreMemTable:  clamp(budget/32, 4<<20, 64<<20),
-		StoreCache:     budget / 8,
-		RollupMemTable: clamp(budget/32, 4<<20, 64<<20),
+		Budget: budget, Opens: o,
+		StoreMemTable:  clamp(budget/16, 4<<20, 64<<20),
+		StoreMemTables: storeMemTables,
+		StoreCache:     budget / 16,
+		RollupMemTable: clamp(budget/8, 4<<20, 64<<20),
 		MarksMemTable:  clamp(budget/64, 2<<20, 16<<20),
-		SmallCache:     smallCacheBytes,
 		OutboxMemTable: outboxMemTable,
+		SmallCache:     smallCacheBytes,
 	}
 	p.GoLimit = budget - p.OffHeap() - runtimeBytes
 	p.SeriesDays = int(max(p.GoLimit/seriesDayShare/SeriesDayBytes, minSeriesDays))
@@ -96,11 +112,21 @@ func For(budget int64) Plan {
 	return p
 }
 
-// OffHeap is the most the Pebble databases hold outside the Go heap: every
-// memtable they may keep before they stop writes, and their block caches.
+// OffHeap is the most the Pebble databases the plan opens hold outside the
+// Go heap: every memtable they may keep before they stop writes, and their
+// block caches.
 func (p Plan) OffHeap() int64 {
-	return storeMemTables*p.StoreMemTable + p.StoreCache +
-		otherMemTables*(p.RollupMemTable+p.MarksMemTable+p.OutboxMemTable) + 3*p.SmallCache
+	var n int64
+	if p.Opens.RawStore {
+		n += int64(p.StoreMemTables)*p.StoreMemTable + p.StoreCache
+	}
+	if p.Opens.Rollups {
+		n += otherMemTables*(p.MarksMemTable+p.OutboxMemTable) + 2*p.SmallCache
+	}
+	if p.Opens.RollupStore {
+		n += otherMemTables*p.RollupMemTable + p.SmallCache
+	}
+	return n
 }
 
 // State is what seriesDays and maxPending make the Go heap hold at most.

@@ -8,11 +8,11 @@ func TestForDividesTheBudget(t *testing.T) {
 		wantSeriesDays, wantPend int
 		wantStoreMemTable        int64
 	}{
-		{Min, 37_865, 34_078, 8 << 20},
-		{Default, 99_032, 89_128, 16 << 20},
-		{4 << 30, 1_130_131, 1_017_118, 64 << 20},
+		{Min, 10_000, 10_000, 16 << 20},
+		{Default, 28_398, 22_719, 32 << 20},
+		{4 << 30, 476_228, 380_982, 64 << 20},
 	} {
-		p := For(tc.budget)
+		p := For(tc.budget, All)
 		if p.SeriesDays != tc.wantSeriesDays || p.MaxPending != tc.wantPend || p.StoreMemTable != tc.wantStoreMemTable {
 			t.Errorf("For(%d MiB): series-days %d, pending %d, memtable %d MiB; want %d, %d, %d MiB",
 				tc.budget>>20, p.SeriesDays, p.MaxPending, p.StoreMemTable>>20, tc.wantSeriesDays, tc.wantPend, tc.wantStoreMemTable>>20)
@@ -33,8 +33,24 @@ func TestForDividesTheBudget(t *testing.T) {
 	}
 }
 
+// A database the configuration does not open leaves its share to the Go
+// heap.
+func TestForCountsWhatIsOpened(t *testing.T) {
+	all := For(Default, All)
+	for _, o := range []Opens{{RawStore: true, Rollups: true}, {RawStore: true}, {Rollups: true, RollupStore: true}, {}} {
+		p := For(Default, o)
+		if p.OffHeap() >= all.OffHeap() || p.GoLimit <= all.GoLimit || p.SeriesDays <= all.SeriesDays {
+			t.Errorf("%+v: off-heap %d MiB, Go heap %d MiB, %d series-days; with every database %d, %d, %d",
+				o, p.OffHeap()>>20, p.GoLimit>>20, p.SeriesDays, all.OffHeap()>>20, all.GoLimit>>20, all.SeriesDays)
+		}
+		if sum := p.OffHeap() + runtimeBytes + p.GoLimit; sum != p.Budget {
+			t.Errorf("%+v: parts add up to %d, want the budget %d", o, sum, p.Budget)
+		}
+	}
+}
+
 func TestOver(t *testing.T) {
-	p := For(Default)
+	p := For(Default, All)
 	if msg, over := p.Over(p.SeriesDays, p.MaxPending, p.StoreCache); over {
 		t.Errorf("the plan's own settings are over it: %s", msg)
 	}

@@ -244,19 +244,28 @@ func scanReadingRows(ctx context.Context, src iterSource, pk model.PartitionKey,
 	if err != nil {
 		return nil, err
 	}
-	var out, group []model.ReadingRow
-	// flush moves the rows of one timestamp to out; false when out is full.
-	flush := func() bool {
-		for _, row := range group {
-			if after != nil && row.TS == after.TS && row.Metric <= after.Key {
-				continue
+	// The rows of the timestamp being read are out[start:]: no copy from a
+	// group of their own (a recompute reads mostly one reading).
+	var out []model.ReadingRow
+	start := 0
+	// settle drops the rows of the timestamp just read that are at or
+	// before the cursor, and reports whether out has room for more; when
+	// it has not, out is cut to limit.
+	settle := func() bool {
+		if after != nil && len(out) > start && out[start].TS == after.TS {
+			kept := out[:start]
+			for _, row := range out[start:] {
+				if row.Metric > after.Key {
+					kept = append(kept, row)
+				}
 			}
-			out = append(out, row)
-			if len(out) == limit {
-				return false
-			}
+			out = kept
 		}
-		group = group[:0]
+		if len(out) >= limit {
+			out = out[:limit]
+			return false
+		}
+		start = len(out)
 		return true
 	}
 	more := true
@@ -267,8 +276,8 @@ func scanReadingRows(ctx context.Context, src iterSource, pk model.PartitionKey,
 			return nil, fmt.Errorf("short key: %w", errCorrupt)
 		}
 		ts := int64(binary.BigEndian.Uint64(k) ^ 1<<63)
-		if len(group) > 0 && group[0].TS != ts {
-			if more = flush(); !more {
+		if len(out) > start && out[start].TS != ts {
+			if more = settle(); !more {
 				break
 			}
 		}
@@ -278,11 +287,13 @@ func scanReadingRows(ctx context.Context, src iterSource, pk model.PartitionKey,
 				if err := decodeReading(cell, &row); err != nil {
 					return fmt.Errorf("reading at %d, metric %s: %w", ts, name, err)
 				}
-				group = append(group, row)
+				out = append(out, row)
 				return nil
 			})
 		} else {
+			group := out[start:]
 			err = addLegacy(&group, ts, k[8:], it.Value())
+			out = append(out[:start], group...)
 		}
 		if err != nil {
 			_ = release()
@@ -290,7 +301,7 @@ func scanReadingRows(ctx context.Context, src iterSource, pk model.PartitionKey,
 		}
 	}
 	if more {
-		flush()
+		settle()
 	}
 	if err := release(); err != nil {
 		return nil, err

@@ -25,7 +25,10 @@ import (
 // Options tune the embedded store.
 type Options struct {
 	CacheBytes    int64 // block cache size; 64 MiB if not positive
-	MemTableBytes int64 // size of a memtable (up to four are held); 64 MiB if not positive
+	MemTableBytes int64 // size of a memtable; 64 MiB if not positive
+	// MemTables is how many memtables (the one written and those waiting
+	// for their flush) may be held before writes wait; 4 if not positive.
+	MemTables int
 	// NoSync skips the fsync on commit. Only benchmarks that measure the
 	// cost of durability set it.
 	NoSync bool
@@ -64,12 +67,15 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
 // the benchmarks' raw-store limits write to, so that they are measured on
 // the same settings.
 func OpenDB(dir string, opts Options, logger *slog.Logger) (*pebble.DB, error) {
-	cacheBytes, memTable := opts.CacheBytes, opts.MemTableBytes
+	cacheBytes, memTable, memTables := opts.CacheBytes, opts.MemTableBytes, opts.MemTables
 	if cacheBytes <= 0 {
 		cacheBytes = 64 << 20
 	}
 	if memTable <= 0 {
 		memTable = 64 << 20
+	}
+	if memTables <= 0 {
+		memTables = 4
 	}
 	cache := pebble.NewCache(cacheBytes)
 	defer cache.Unref()
@@ -78,7 +84,7 @@ func OpenDB(dir string, opts Options, logger *slog.Logger) (*pebble.DB, error) {
 		Merger:                      storeMerger,
 		Logger:                      pebblelog.New(logger, "pebble"),
 		MemTableSize:                uint64(memTable),
-		MemTableStopWritesThreshold: 4,
+		MemTableStopWritesThreshold: memTables,
 		FormatMajorVersion:          pebble.FormatNewest,
 	})
 }
