@@ -384,8 +384,7 @@ func BenchmarkFleetLimit(b *testing.B) {
 func runLimit(tb testing.TB, l fleetLoad) fleetResult {
 	tb.Helper()
 	// The sizes the gateway gives the raw store at the default budget.
-	plan := membudget.For(membudget.Default, membudget.All)
-	db, err := pebblestore.OpenDB(tb.TempDir(), pebblestore.Options{CacheBytes: plan.StoreCache, MemTableBytes: plan.StoreMemTable}, slog.New(slog.DiscardHandler))
+	db, err := pebblestore.OpenDB(tb.TempDir(), pebblestore.OptionsFor(membudget.For(membudget.Default, membudget.All)), slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/membudget"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/store/pebblestore"
 )
@@ -310,7 +311,7 @@ func BenchmarkPebbleLimit(b *testing.B) {
 
 func benchPebbleLimit(b *testing.B, workload string) {
 	reqs, bodies := benchWorkload(workload, b.N)
-	db, err := pebblestore.OpenDB(b.TempDir(), pebblestore.Options{}, slog.New(slog.DiscardHandler))
+	db, err := pebblestore.OpenDB(b.TempDir(), pebblestore.OptionsFor(membudget.For(membudget.Default, membudget.All)), slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}

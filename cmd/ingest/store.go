@@ -46,7 +46,9 @@ func openBackend(ctx context.Context, cfg *config.Config, logger *slog.Logger, r
 			"local_dc", cfg.Store.Cassandra.LocalDC, "write_consistency", cfg.Store.Cassandra.WriteConsistency)
 		return st, nil
 	default:
-		return pebblestore.Open(cfg.DataDir, pebblestore.Options{CacheBytes: cfg.Store.Pebble.CacheBytes, MemTableBytes: cfg.Plan().StoreMemTable, MemTables: cfg.Plan().StoreMemTables}, logger)
+		opts := pebblestore.OptionsFor(cfg.Plan())
+		opts.CacheBytes = cfg.Store.Pebble.CacheBytes
+		return pebblestore.Open(cfg.DataDir, opts, logger)
 	}
 }
 

@@ -145,7 +145,8 @@ func DefaultReserve(c Config) Reserve {
 	return Reserve{Rows: c.MaxRows / 64, Bytes: c.MaxBytes / 64, Span: 15 * 60_000}
 }
 
-// DefaultConfig returns the production defaults.
+// DefaultConfig returns the production defaults; the gateway's
+// configuration sizes MaxSeriesDays from its memory budget instead.
 func DefaultConfig() Config {
 	return Config{MaxRows: 100_000, MaxBytes: 32 << 20, Writer: 0, MaxSeriesDays: 250_000}
 }
@@ -163,7 +164,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("buckets.writer_id: must be 0..%d, got %d", maxWriter, c.Writer))
 	}
 	if c.MaxSeriesDays < 1 {
-		errs = append(errs, fmt.Errorf("buckets.max_series_days: must be at least 1, got %d", c.MaxSeriesDays))
+		errs = append(errs, fmt.Errorf("buckets.max_series_days: must be at least 1 (or 0: sized by memory.budget_bytes), got %d", c.MaxSeriesDays))
 	}
 	return errors.Join(errs...)
 }

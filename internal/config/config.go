@@ -5,6 +5,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -38,6 +39,7 @@ import (
 // Config is the whole gateway configuration.
 type Config struct {
 	DataDir string            `mapstructure:"data_dir"`
+	Memory  Memory            `mapstructure:"memory"`
 	HTTP    HTTP              `mapstructure:"http"`
 	Read    readapi.Config    `mapstructure:"read"`
 	Auth    Auth              `mapstructure:"auth"`
@@ -53,7 +55,6 @@ type Config struct {
 	Retention retention.Config `mapstructure:"retention"`
 	Quotas    quota.Config     `mapstructure:"quotas"`
 	Audit     auditlog.Config  `mapstructure:"audit"`
-	Memory    Memory           `mapstructure:"memory"`
 }
 
 // Memory is the gateway's memory budget (package membudget divides it).
@@ -76,17 +77,23 @@ func (c Config) Plan() membudget.Plan {
 }
 
 // resolveMemory gives the settings left at 0 their share of the budget.
-func (c *Config) resolveMemory() {
+// It returns the keys it sized.
+func (c *Config) resolveMemory() []string {
 	p := c.Plan()
+	var sized []string
 	if c.Buckets.MaxSeriesDays == 0 {
 		c.Buckets.MaxSeriesDays = p.SeriesDays
+		sized = append(sized, "buckets.max_series_days")
 	}
 	if c.Rollups.MaxPending == 0 {
 		c.Rollups.MaxPending = p.MaxPending
+		sized = append(sized, "rollups.max_pending")
 	}
 	if c.Store.Pebble.CacheBytes == 0 {
 		c.Store.Pebble.CacheBytes = p.StoreCache
+		sized = append(sized, "store.pebble.cache_bytes")
 	}
+	return sized
 }
 
 // HTTP configures the HTTP listener shared by ingest, read API and metrics.
@@ -198,7 +205,7 @@ func unresolved() Config {
 		},
 		Buckets: buckets.DefaultConfig(),
 		Sink:    sink.DefaultConfig(),
-		Store:   Store{Backend: "pebble", Pebble: Pebble{CacheBytes: 64 << 20}, Cassandra: cqlstore.DefaultConfig()},
+		Store:   Store{Backend: "pebble", Cassandra: cqlstore.DefaultConfig()},
 		Log:     Log{Level: "info", Format: "text"},
 		Rollups: rollupfeed.DefaultConfig(),
 		MQTT:    mqttingest.DefaultConfig(),
@@ -209,7 +216,8 @@ func unresolved() Config {
 		Audit:     auditlog.DefaultConfig(),
 		Memory:    Memory{BudgetBytes: membudget.Default},
 	}
-	c.Buckets.MaxSeriesDays, c.Rollups.MaxPending, c.Store.Pebble.CacheBytes = 0, 0, 0
+	// Sized by the memory budget (resolveMemory).
+	c.Buckets.MaxSeriesDays, c.Rollups.MaxPending = 0, 0
 	return c
 }
 
@@ -338,7 +346,9 @@ func LoadSources(src Sources) (Config, Loaded, error) {
 	if err != nil {
 		return Config{}, l, fmt.Errorf("config: %w", err)
 	}
-	c.resolveMemory()
+	for _, k := range c.resolveMemory() {
+		l.Origin[k] = cmp.Or(l.Origin[k], "default") + ": 0, sized by memory.budget_bytes"
+	}
 	if err := c.Validate(); err != nil {
 		return Config{}, l, err
 	}

@@ -311,9 +311,16 @@ func TestRetiredSettings(t *testing.T) {
 // keep their value.
 func TestMemoryBudgetSizesWhatIsNotSet(t *testing.T) {
 	t.Chdir(t.TempDir())
-	got, _, err := Load("", []string{"SLUICE_MEMORY_BUDGET_BYTES=2147483648", "SLUICE_ROLLUPS_MAX_PENDING=5000"})
+	got, l, err := LoadSources(Sources{Env: []string{"SLUICE_MEMORY_BUDGET_BYTES=2147483648", "SLUICE_ROLLUPS_MAX_PENDING=5000"}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// check-config says where a sized value came from.
+	if o := l.Origin["buckets.max_series_days"]; o != "default: 0, sized by memory.budget_bytes" {
+		t.Errorf("origin of buckets.max_series_days = %q", o)
+	}
+	if o := l.Origin["rollups.max_pending"]; o != "env SLUICE_ROLLUPS_MAX_PENDING" {
+		t.Errorf("origin of rollups.max_pending = %q", o)
 	}
 	p := membudget.For(2<<30, membudget.All)
 	if got.Buckets.MaxSeriesDays != p.SeriesDays || got.Store.Pebble.CacheBytes != p.StoreCache {

@@ -45,7 +45,8 @@ var fileOnly = []string{"mqtt.embedded.users", "retention.tenants"}
 // mqtt.embedded.users and retention.tenants) on fs.
 func AddFlags(fs *pflag.FlagSet) *Flags {
 	var flat map[string]any
-	_ = mapstructure.Decode(Default(), &flat)
+	// Unresolved: the settings the memory budget sizes show their 0.
+	_ = mapstructure.Decode(unresolved(), &flat)
 	known := flatten("", flat)
 	keys := slices.DeleteFunc(knownKeys(), func(k string) bool { return slices.Contains(fileOnly, k) })
 	f := &Flags{vals: make(map[string]*flagValue, len(keys))}

@@ -17,7 +17,9 @@
 //	                        block caches of 8 MiB (Pebble's default) for the
 //	                        marks, the outbox and the rollup store
 //	runtime                 32 MiB (code, thread stacks, allocator slack)
-//	Go heap limit           what is left (runtime/debug.SetMemoryLimit)
+//	Go heap limit           what is left (runtime/debug.SetMemoryLimit); in a
+//	                        build without cgo Pebble allocates in the Go heap,
+//	                        and the limit includes its terms
 //	  series-days           a 16th of the Go heap limit, 480 B each
 //	  pending minutes       a 24th of it, 2 × 200 B per rollups.max_pending
 //
@@ -59,6 +61,8 @@ const (
 	pendingShare     = 24      // a 24th
 	minSeriesDays    = 10_000
 	minPendingMinute = 10_000
+	maxSeriesDays    = 1 << 30
+	maxPendingMinute = 100_000_000 // rollups.max_pending's largest
 )
 
 // Opens says which Pebble databases the configuration opens.
@@ -85,7 +89,8 @@ type Plan struct {
 	SmallCache     int64 // block cache of the marks, the outbox and the rollup store, each
 
 	// GoLimit is the Go heap's soft limit (GOMEMLIMIT, unless that is set in
-	// the environment).
+	// the environment): what is left of the budget, and Pebble's terms too
+	// in a build without cgo, where Pebble allocates from the Go heap.
 	GoLimit int64
 	// SeriesDays is buckets.max_series_days, unless set.
 	SeriesDays int
@@ -106,9 +111,16 @@ func For(budget int64, o Opens) Plan {
 		OutboxMemTable: outboxMemTable,
 		SmallCache:     smallCacheBytes,
 	}
-	p.GoLimit = budget - p.OffHeap() - runtimeBytes
-	p.SeriesDays = int(max(p.GoLimit/seriesDayShare/SeriesDayBytes, minSeriesDays))
-	p.MaxPending = int(max(p.GoLimit/pendingShare/(2*PendingBytes), minPendingMinute))
+	// What the Go heap may hold beside Pebble's memory, which is outside it
+	// when Pebble allocates with cgo and inside it otherwise (a build with
+	// CGO_ENABLED=0, as the container image is).
+	heap := budget - p.OffHeap() - runtimeBytes
+	p.GoLimit = heap
+	if !pebbleOffHeap {
+		p.GoLimit = budget - runtimeBytes
+	}
+	p.SeriesDays = int(clamp(heap/seriesDayShare/SeriesDayBytes, minSeriesDays, maxSeriesDays))
+	p.MaxPending = int(clamp(heap/pendingShare/(2*PendingBytes), minPendingMinute, maxPendingMinute))
 	return p
 }
 
@@ -135,9 +147,13 @@ func State(seriesDays, maxPending int) int64 {
 }
 
 // Over reports, for settings given explicitly, whether the fleet's state
-// they allow (and a store cache of storeCache bytes) takes more of the
-// budget than the plan gives those terms, and says by how much.
+// they allow (and a raw store cache of storeCache bytes, if the plan opens
+// the raw store) takes more of the budget than the plan gives those terms,
+// and says by how much.
 func (p Plan) Over(seriesDays, maxPending int, storeCache int64) (string, bool) {
+	if !p.Opens.RawStore {
+		storeCache = p.StoreCache // not opened: no cache
+	}
 	planned := State(p.SeriesDays, p.MaxPending) + p.StoreCache
 	got := State(seriesDays, maxPending) + storeCache
 	if got <= planned {

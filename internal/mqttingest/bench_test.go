@@ -24,6 +24,7 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/membudget"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store/pebblestore"
@@ -320,7 +321,7 @@ func storeDrain(b *testing.B, topics, payloads []string) (time.Duration, cpuUse)
 			cells = append(cells, c)
 		}
 	}
-	db, err := pebblestore.OpenDB(b.TempDir(), pebblestore.Options{}, slog.New(slog.DiscardHandler))
+	db, err := pebblestore.OpenDB(b.TempDir(), pebblestore.OptionsFor(membudget.For(membudget.Default, membudget.All)), slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}

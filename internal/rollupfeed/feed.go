@@ -100,7 +100,8 @@ type Config struct {
 }
 
 // DefaultConfig returns the defaults: rollups on, kept in the embedded store
-// until rollups.clickhouse.addr is set.
+// until rollups.clickhouse.addr is set. The gateway's configuration sizes
+// MaxPending from its memory budget instead.
 func DefaultConfig() Config {
 	return Config{
 		Enabled: true, RollDelay: 30 * time.Second, MaxPending: 250_000, ReadConcurrency: 4,
@@ -117,7 +118,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("rollups.roll_delay: must be between 0s and 10m, got %s", c.RollDelay))
 	}
 	if c.MaxPending < 1000 || c.MaxPending > 100_000_000 {
-		errs = append(errs, fmt.Errorf("rollups.max_pending: must be 1000..100000000, got %d", c.MaxPending))
+		errs = append(errs, fmt.Errorf("rollups.max_pending: must be 1000..100000000 (or 0: sized by memory.budget_bytes), got %d", c.MaxPending))
 	}
 	if c.ReadConcurrency < 1 || c.ReadConcurrency > 256 {
 		errs = append(errs, fmt.Errorf("rollups.read_concurrency: must be 1..256, got %d", c.ReadConcurrency))

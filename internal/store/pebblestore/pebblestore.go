@@ -17,6 +17,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/sluicehq/sluice/internal/membudget"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/pebblelog"
 	"github.com/sluicehq/sluice/internal/store"
@@ -48,6 +49,12 @@ type Store struct {
 // entries of a later version win however the commits land, so the sink
 // commits batches that share entries concurrently.
 func (s *Store) Version() int64 { return s.ver.next() }
+
+// OptionsFor returns the options of the store under memory plan p: its
+// memtables and block cache (store.pebble.cache_bytes when 0).
+func OptionsFor(p membudget.Plan) Options {
+	return Options{CacheBytes: p.StoreCache, MemTableBytes: p.StoreMemTable, MemTables: p.StoreMemTables}
+}
 
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
