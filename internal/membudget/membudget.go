@@ -9,7 +9,8 @@
 // The division, for a budget B, of what the configuration opens
 // (docs/operations.md, "Memory budget"):
 //
-//	raw store (pebble)      memtables B/16, 2 held           (4–64 MiB each)
+//	raw store (pebble)      memtables B/16, 2 held           (4–64 MiB each;
+//	                        B/8 without the embedded rollup store)
 //	                        block cache B/16                 (store.pebble.cache_bytes)
 //	rollup store (embedded) memtables B/8, 2 held            (4–64 MiB each)
 //	rollups                 marks' memtables B/64, 2 held    (2–16 MiB each)
@@ -101,9 +102,15 @@ type Plan struct {
 // For divides budget, clamped to [Min, Max], among what o opens.
 func For(budget int64, o Opens) Plan {
 	budget = min(max(budget, Min), Max)
+	// Without the embedded rollup store its memtables' share goes to the
+	// raw store's, whose size is what costs CPU then.
+	storeDiv := int64(8)
+	if o.RollupStore {
+		storeDiv = 16
+	}
 	p := Plan{
 		Budget: budget, Opens: o,
-		StoreMemTable:  clamp(budget/16, 4<<20, 64<<20),
+		StoreMemTable:  clamp(budget/storeDiv, 4<<20, 64<<20),
 		StoreMemTables: storeMemTables,
 		StoreCache:     budget / 16,
 		RollupMemTable: clamp(budget/8, 4<<20, 64<<20),
