@@ -1,0 +1,198 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/model"
+)
+
+// resolve returns the planner state of every series-day the group writes
+// (per request: its readings', then its audit events'), loading the
+// catalogue of those the planner does not hold, after the commits in flight
+// that carry an entry of one of them finished.
+func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Series, error) {
+	out := make([][]*buckets.Series, len(group))
+	var missing []model.SeriesDay
+	var slots map[model.SeriesDay][]**buckets.Series
+	need := func(sd model.SeriesDay, slot **buckets.Series) {
+		if *slot = s.planner.Lookup(sd); *slot != nil {
+			return
+		}
+		if slots == nil {
+			slots = make(map[model.SeriesDay][]**buckets.Series)
+		}
+		if _, ok := slots[sd]; !ok {
+			missing = append(missing, sd)
+		}
+		slots[sd] = append(slots[sd], slot)
+	}
+	for gi, p := range group {
+		hs := make([]*buckets.Series, len(p.req.Readings)+len(p.req.Audit))
+		for i := range p.req.Readings {
+			r := &p.req.Readings[i]
+			day := model.DayOf(r.TS)
+			// A device's readings mostly come together (an MQTT message).
+			if prev := i - 1; prev >= 0 && hs[prev] != nil && r.DeviceID == p.req.Readings[prev].DeviceID && day == model.DayOf(p.req.Readings[prev].TS) {
+				hs[i] = hs[prev]
+				continue
+			}
+			need(model.SeriesDay{Kind: model.KindReadings, Tenant: p.req.Tenant, Series: r.DeviceID, Day: day}, &hs[i])
+		}
+		for i := range p.req.Audit {
+			e := &p.req.Audit[i]
+			need(model.SeriesDay{Kind: model.KindAudit, Tenant: p.req.Tenant, Series: e.Stream, Day: model.DayOf(e.TS)}, &hs[len(p.req.Readings)+i])
+		}
+		out[gi] = hs
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	hs, err := s.load(ctx, missing, false)
+	if err != nil {
+		return nil, err
+	}
+	for i, sd := range missing {
+		for _, slot := range slots[sd] {
+			*slot = hs[i]
+		}
+	}
+	return out, nil
+}
+
+// load reads the catalogues of series-days the planner does not hold, once
+// the commits in flight that carry an entry of one of them finished,
+// installs them in the planner and reconciles the entries an earlier run
+// left ahead. It returns their states, in the order of missing. With
+// onlyAhead, a series-day without an entry to reconcile is not installed
+// (its state is nil).
+func (s *Sink) load(ctx context.Context, missing []model.SeriesDay, onlyAhead bool) ([]*buckets.Series, error) {
+	want := make(map[model.SeriesDay]struct{}, len(missing))
+	for _, sd := range missing {
+		want[sd] = struct{}{}
+	}
+	// A series-day the planner dropped may still have entries in flight.
+	var wait []*batch
+	s.mu.Lock()
+	for bt := range s.flight {
+		for sd := range bt.days {
+			if _, ok := want[sd]; ok {
+				wait = append(wait, bt)
+				break
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, bt := range wait {
+		select {
+		case <-bt.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	loaded, err := s.catalogues(ctx, missing)
+	if err != nil {
+		return nil, err
+	}
+	hs := make([]*buckets.Series, len(missing))
+	for i, sd := range missing {
+		if onlyAhead && !slices.ContainsFunc(loaded[i], func(pi model.PartitionInfo) bool {
+			return pi.Ahead && s.planner.Reconciles(pi.Key.Sub)
+		}) {
+			loaded[i] = nil
+			continue
+		}
+		for _, pi := range loaded[i] {
+			s.noteSplit(pi.Key)
+			if pi.Rows > s.bcfg.MaxRows || pi.Bytes > s.bcfg.MaxBytes {
+				s.m.overBound.Inc()
+				s.logger.Warn("catalogue entry past the partition bound",
+					"partition", pi.Key.String(), "rows", pi.Rows, "bytes", pi.Bytes,
+					"max_rows", s.bcfg.MaxRows, "max_bytes", s.bcfg.MaxBytes)
+			}
+		}
+		hs[i] = s.planner.Load(sd, loaded[i])
+	}
+	s.m.seriesDays.Set(float64(s.planner.Len()))
+	if err := s.reconcile(ctx, hs, loaded); err != nil {
+		for i, sd := range missing {
+			if hs[i] != nil {
+				s.planner.Unload(sd) // loaded again, and reconciled, next time
+			}
+		}
+		return nil, err
+	}
+	return hs, nil
+}
+
+// splitWarnAt is the split sequence number at which a series-day is logged
+// as near its limit (the alert SluiceSeriesDayNearSplitLimit fires past
+// it).
+const splitWarnAt = buckets.MaxSplits * 8 / 10
+
+// noteSplit updates sluice_buckets_split_partitions_max with a partition
+// this gateway placed rows in or loaded. The gauge is the largest split
+// sequence number of this writer over the two newest UTC days seen (older
+// days fall out as new ones arrive; a day is kept beside the newest so that
+// a device running ahead of the clock does not hide today). Only the
+// flusher calls it.
+func (s *Sink) noteSplit(k model.PartitionKey) {
+	newest := k.Day
+	for d := range s.splits {
+		newest = max(newest, d)
+	}
+	if k.Day < newest-1 {
+		return
+	}
+	n := 0
+	if w, seq, ok := buckets.SplitSeq(k.Sub); ok && int(w) == s.bcfg.Writer {
+		n = seq
+		if n == splitWarnAt {
+			s.logger.Warn("series-day near its split partition limit: its rows will be refused past the limit",
+				"partition", k.String(), "splits", n, "limit", buckets.MaxSplits)
+		}
+	}
+	if s.splits == nil {
+		s.splits = make(map[model.Day]int, 3)
+	}
+	s.splits[k.Day] = max(s.splits[k.Day], n)
+	top := 0
+	for d, v := range s.splits {
+		if d < newest-1 {
+			delete(s.splits, d)
+			continue
+		}
+		top = max(top, v)
+	}
+	s.m.splitsMax.Set(float64(top))
+}
+
+// catalogues reads the catalogues of sds, in one call when the store is a
+// CatalogueLoader, else one call per series-day, catalogueLoads at a time.
+func (s *Sink) catalogues(ctx context.Context, sds []model.SeriesDay) ([][]model.PartitionInfo, error) {
+	if l, ok := s.st.(CatalogueLoader); ok {
+		out, err := l.Catalogues(ctx, sds)
+		if err == nil && len(out) != len(sds) {
+			err = fmt.Errorf("store returned %d catalogues for %d series-days", len(out), len(sds))
+		}
+		return out, err
+	}
+	out := make([][]model.PartitionInfo, len(sds))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(catalogueLoads)
+	for i, sd := range sds {
+		g.Go(func() error {
+			parts, err := s.st.Catalogue(gctx, sd)
+			out[i] = parts
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

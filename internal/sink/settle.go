@@ -1,0 +1,94 @@
+package sink
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/model"
+)
+
+// settleRequest asks the flusher to settle the entries of sds (all when
+// sds is empty) and to send the result to done.
+type settleRequest struct {
+	ctx  context.Context
+	sds  []model.SeriesDay
+	done chan error
+}
+
+// Settle makes the catalogue entries of the partitions of sds (of every
+// partition written so far when sds is empty) exact, durably (see
+// buckets.Planner.Settle), and returns once they are. The partitions
+// listing calls it for the series-day it lists, so that it shows exact
+// counts. The catalogue reads and recounts it has the flusher do for
+// series-days the planner does not hold stop when ctx ends, so that a
+// reader's deadline also bounds the time the flusher plans no writes.
+func (s *Sink) Settle(ctx context.Context, sds ...model.SeriesDay) error {
+	done := make(chan error, 1)
+	select {
+	case s.settleReq <- settleRequest{ctx, sds, done}:
+	case <-s.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// settle commits exact catalogue entries for the partitions whose entry is
+// ahead of them: those of sds if any are given, else all, or the idle ones.
+// done, if set, gets the result. ctx bounds the catalogue reads and
+// recounts of series-days the planner does not hold (see Settle).
+func (s *Sink) settle(ctx context.Context, all bool, sds []model.SeriesDay, done chan error) {
+	s.takeFailed()
+	var entries []buckets.Entry
+	if len(sds) > 0 {
+		// A series-day not held may have entries left ahead by an earlier
+		// run: load it (which reconciles them) so that they settle too.
+		var missing []model.SeriesDay
+		for _, sd := range sds {
+			if s.planner.Lookup(sd) == nil {
+				missing = append(missing, sd)
+			}
+		}
+		if len(missing) > 0 {
+			// Only series-days with entries to reconcile are kept: a listing
+			// is not a write round, and must not grow the planner.
+			if _, err := s.load(ctx, missing, true); err != nil {
+				if ctx.Err() != nil {
+					// The reader gave up (read.timeout, or gone): its
+					// series-days settle on a later listing or write.
+					s.logger.Warn("settle for a listing stopped: its reader gave up", "err", err)
+				} else {
+					s.logger.Error("load partition catalogue", "err", err)
+				}
+				if done != nil {
+					done <- err
+				}
+				return
+			}
+		}
+		entries = s.planner.SettleSeries(sds)
+	} else {
+		entries = s.planner.Settle(all)
+	}
+	if len(entries) == 0 {
+		if done != nil {
+			done <- nil
+		}
+		return
+	}
+	s.m.entries.WithLabelValues("settled").Add(float64(len(entries)))
+	bt := &batch{}
+	s.submit(bt, entries, nil)
+	if done != nil {
+		go func() {
+			<-bt.done
+			done <- bt.err
+		}()
+	}
+}
