@@ -50,6 +50,9 @@ type fleetLoad struct {
 	// LineProtocol posts the readings as line protocol to /api/v2/write
 	// (fleet_lp_test.go) instead.
 	LineProtocol bool
+	// Check, if set, runs once the gateway is idle and its peak RSS read,
+	// before it stops: day is the day the readings were written on.
+	Check func(tb testing.TB, g *gateway, day time.Time)
 }
 
 // Reading k of the run: its device, its timestamp on day, its metrics (the
@@ -193,6 +196,9 @@ func runFleet(tb testing.TB, l fleetLoad, env ...string) fleetResult {
 	}
 	if rollups {
 		res.rawReads, res.rolled = g.metric("sluice_rollup_raw_reads_total"), g.metric("sluice_rollup_minutes_rolled_total")
+	}
+	if l.Check != nil {
+		l.Check(tb, g, day)
 	}
 	g.stop()
 	return res

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/membudget"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // vmHWM returns the peak resident set size of process pid, in bytes.
@@ -289,7 +291,8 @@ func TestFleetMemoryBound(t *testing.T) {
 		t.Skip("fleet memory: not in -short")
 	}
 	devices, budget := 200_000, int64(384<<20)
-	var env []string
+	// Time for the verification of the day's rollups after the run.
+	env := []string{"SLUICE_READ_TIMEOUT=5m", "SLUICE_HTTP_WRITE_TIMEOUT=6m"}
 	if *long {
 		devices, budget = 1_000_000, membudget.Default
 	} else {
@@ -299,10 +302,55 @@ func TestFleetMemoryBound(t *testing.T) {
 		t.Fatalf("the budget's planner (%d series-days) or pending rollups (%d) hold the whole fleet of %d: nothing is evicted", p.SeriesDays, p.MaxPending, devices)
 	}
 	l := fleetLoad{Devices: devices, Readings: 2 * devices, Batch: 1000, Clients: 8}
+	// The planner and the pending rollups forgot most devices on the way:
+	// every reading must still be stored, and the rollups exact.
+	l.Check = func(tb testing.TB, g *gateway, day time.Time) {
+		var want int64
+		for k := range l.Readings {
+			want += int64(metrics(k))
+		}
+		v := verifyRollups(tb, g, day)
+		if v.Devices != devices || v.RawRows != want || v.RollupRows != want || len(v.Mismatches) > 0 {
+			tb.Errorf("after the run: %d devices, %d raw values, %d counted by the rollups, %d mismatches (first: %+v); want %d devices, %d values in both",
+				v.Devices, v.RawRows, v.RollupRows, len(v.Mismatches), firstOr(v.Mismatches), devices, want)
+		}
+	}
 	res := runFleet(t, l, env...)
 	t.Logf("%d devices, %d readings: peak RSS %d MiB, budget %d MiB; %s until idle, %.1f CPU-s per million readings",
 		devices, l.Readings, res.peakRSS>>20, budget>>20, res.idle.Round(time.Millisecond), res.cpu.Seconds()/float64(l.Readings)*1e6)
 	if res.peakRSS > budget {
 		t.Errorf("peak RSS %d MiB is over memory.budget_bytes, %d MiB", res.peakRSS>>20, budget>>20)
 	}
+}
+
+// verifyRollups asks the gateway to check the rollups of day against its raw
+// readings (GET /v1/rollups/verify).
+func verifyRollups(tb testing.TB, g *gateway, day time.Time) wire.Verification {
+	tb.Helper()
+	req, err := http.NewRequest(http.MethodGet, g.url+"/v1/rollups/verify?day="+day.Format(time.DateOnly), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
+	if err != nil {
+		tb.Fatalf("verify rollups: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("verify rollups: %s: %s", resp.Status, body)
+	}
+	var v wire.Verification
+	if err := json.Unmarshal(body, &v); err != nil {
+		tb.Fatalf("verify rollups: %v in %s", err, body)
+	}
+	return v
+}
+
+func firstOr[T any](s []T) (t T) {
+	if len(s) > 0 {
+		t = s[0]
+	}
+	return t
 }
