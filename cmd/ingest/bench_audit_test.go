@@ -83,6 +83,7 @@ func benchAuditIngest(b *testing.B, integrity bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
+	keepHeapUnlimited(b)
 	go func() {
 		done <- serve(ctx, cfg, "", slog.New(slog.DiscardHandler), func(a string) { addr <- a })
 	}()

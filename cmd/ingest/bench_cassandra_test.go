@@ -193,6 +193,7 @@ func startBenchGateway(b *testing.B, cfg config.Config) *benchGateway {
 	g := &benchGateway{cancel: cancel, done: make(chan error, 1),
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchWriters}}}
 	addr := make(chan string, 1)
+	keepHeapUnlimited(b)
 	go func() {
 		g.done <- serve(ctx, cfg, "", slog.New(slog.DiscardHandler), func(a string) { addr <- a })
 	}()

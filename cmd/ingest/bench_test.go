@@ -172,6 +172,7 @@ func benchHTTPIngest(b *testing.B, workload string, rollups bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
+	keepHeapUnlimited(b)
 	go func() {
 		done <- serve(ctx, cfg, "", slog.New(slog.DiscardHandler), func(a string) { addr <- a })
 	}()
@@ -338,3 +339,9 @@ func benchPebbleLimit(b *testing.B, workload string) {
 }
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
+
+// keepHeapUnlimited keeps serve from setting the Go heap limit of the memory
+// budget in a benchmark that runs the gateway in its own process: the limit
+// would also count the load generator's memory. (serve leaves the limit to
+// GOMEMLIMIT when that is set.)
+func keepHeapUnlimited(b *testing.B) { b.Setenv("GOMEMLIMIT", "off") }
