@@ -81,9 +81,11 @@ type Config struct {
 	// RollDelay is how long after a commit its minutes are recomputed:
 	// writes to one device-minute within it share one recompute.
 	RollDelay time.Duration `mapstructure:"roll_delay"`
-	// MaxPending bounds the device-minutes waiting for their recompute;
-	// past it the oldest are recomputed early, and past twice it the write
-	// pipeline waits for the roller.
+	// MaxPending bounds the device-minutes waiting for their recompute, by
+	// what they hold: a device's first pending minute counts one, each
+	// further minute of it about a sixth (pendingSet.weight). Past it the
+	// oldest are recomputed early, and past twice it the write pipeline
+	// waits for the roller.
 	MaxPending int `mapstructure:"max_pending"`
 	// ReadConcurrency is how many raw reads a roll runs at once.
 	ReadConcurrency int           `mapstructure:"read_concurrency"`
@@ -337,9 +339,9 @@ func (f *Feed) BeforeCommit(b *store.Batch) error {
 		return nil
 	}
 	f.mu.Lock()
-	if f.pending.minutes > 2*f.cfg.MaxPending && !f.closed {
+	if f.pending.weight() > 2*f.cfg.MaxPending && !f.closed {
 		start := time.Now()
-		for f.pending.minutes > 2*f.cfg.MaxPending && !f.closed {
+		for f.pending.weight() > 2*f.cfg.MaxPending && !f.closed {
 			f.room.Wait()
 		}
 		f.m.queueWait.Add(time.Since(start).Seconds())
@@ -382,7 +384,7 @@ func (f *Feed) AfterCommit(b *store.Batch, err error) {
 		f.pending.add(m, mk.gen, now)
 	}
 	f.finishGen(mk.gen)
-	over := f.pending.minutes > f.cfg.MaxPending
+	over := f.pending.weight() > f.cfg.MaxPending
 	f.mu.Unlock()
 	if over {
 		select {

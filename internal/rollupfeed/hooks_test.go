@@ -89,8 +89,9 @@ func TestCommitWaitsWhenPendingFull(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxPending = 1000
 	feed := newFeed(t, cfg, gated, filepath.Join(t.TempDir(), "marks"), ob, emb, prometheus.NewRegistry(), WithLocalBackend())
+	// Each minute of a device of its own: the set weighs its minutes.
 	commit := func(i int) {
-		b := minuteBatch("d", i)
+		b := minuteBatch(fmt.Sprintf("d%d", i), i)
 		if err := feed.BeforeCommit(b); err != nil {
 			t.Error(err)
 		}

@@ -57,7 +57,7 @@ func newMetrics(reg prometheus.Registerer, ob Outbox, f *Feed) *metrics {
 		}),
 		queueWait: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_rollup_queue_wait_seconds_total",
-			Help: "Time the write pipeline waited for the rollups (more than twice rollups.max_pending minutes pending).",
+			Help: "Time the write pipeline waited for the rollups (pending minutes weighing more than twice rollups.max_pending).",
 		}),
 	}
 	// Every reason is exported from the start, at 0, so that an alert on

@@ -40,6 +40,23 @@ type pendingSet struct {
 	gens       map[uint64]int // devices by their lowest generation
 }
 
+// What the pending set holds, measured (membudget.PendingBytes is their
+// sum): a device with its map entry, list links and names, and a further
+// minute of a device already pending.
+const (
+	pendingDeviceBytes = 168
+	pendingMinuteBytes = 32
+)
+
+// weight is what the set holds in units of one device-minute of a device
+// of its own (pendingDeviceBytes + pendingMinuteBytes): what
+// rollups.max_pending bounds. A device's further minutes count about a
+// sixth each, so a fleet of devices with several minutes pending each is
+// not held to the minutes of as many single-minute devices.
+func (p *pendingSet) weight() int {
+	return (len(p.byDevice)*pendingDeviceBytes + p.minutes*pendingMinuteBytes) / (pendingDeviceBytes + pendingMinuteBytes)
+}
+
 func newPendingSet() pendingSet {
 	return pendingSet{byDevice: make(map[deviceKey]*pendingDevice), gens: make(map[uint64]int)}
 }
@@ -120,7 +137,7 @@ func (p *pendingSet) remove(d *pendingDevice) {
 
 // take removes and returns the devices that are due at now: those whose
 // oldest minute became pending at or before due, then the oldest others
-// while more than max minutes are pending (all with force), at most limit
+// while the set weighs more than max (all with force), at most limit
 // minutes in all (at least one device). A due device's minutes that became
 // pending after due stay pending, so that a minute is recomputed no sooner
 // than due after its commit unless memory or shutdown forces it. A device
@@ -135,7 +152,7 @@ func (p *pendingSet) take(now, due time.Time, max, limit int, force bool) []*pen
 			continue
 		}
 		early := d.since.After(due)
-		if early && p.minutes <= max && !force {
+		if early && p.weight() <= max && !force {
 			break
 		}
 		p.remove(d)

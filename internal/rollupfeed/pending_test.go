@@ -1,6 +1,7 @@
 package rollupfeed
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -122,4 +123,28 @@ func listed(p *pendingSet) []*pendingDevice {
 		out = append(out, d)
 	}
 	return out
+}
+
+// rollups.max_pending bounds what the pending set holds: a device's further
+// minutes weigh a sixth of a device's first.
+func TestPendingWeight(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		devices, minutesEach, want int
+	}{
+		{1000, 1, 1000},
+		{1, 1000, (168 + 1000*32) / 200},
+		{100, 10, (100*168 + 1000*32) / 200},
+		{0, 0, 0},
+	} {
+		p := newPendingSet()
+		for d := range tc.devices {
+			for m := range tc.minutesEach {
+				p.add(rollmarks.Minute{Tenant: "t", Device: fmt.Sprint("d", d), Minute: int64(m) * 60_000}, 1, now)
+			}
+		}
+		if got := p.weight(); got != tc.want || p.minutes != tc.devices*tc.minutesEach {
+			t.Errorf("%d devices × %d minutes: weight %d (minutes %d), want %d", tc.devices, tc.minutesEach, got, p.minutes, tc.want)
+		}
+	}
 }

@@ -21,8 +21,8 @@ import (
 // quarter of an hour of a device's readings.
 const runGap = 15 * rollup.MinuteMillis
 
-// roller recomputes due minutes every FlushInterval, and at once when more
-// than MaxPending are pending.
+// roller recomputes due minutes every FlushInterval, and at once when the
+// pending set weighs more than MaxPending.
 func (f *Feed) roller() {
 	defer close(f.rollDone)
 	tick := time.NewTicker(f.cfg.FlushInterval)
