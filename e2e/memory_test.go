@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/client"
 	"github.com/sluicehq/sluice/internal/membudget"
 	"github.com/sluicehq/sluice/internal/testenv"
-	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // vmHWM returns the peak resident set size of process pid, in bytes.
@@ -331,25 +330,13 @@ func TestFleetMemoryBound(t *testing.T) {
 
 // verifyRollups asks the gateway to check the rollups of day against its raw
 // readings (GET /v1/rollups/verify).
-func verifyRollups(tb testing.TB, g *gateway, day time.Time) wire.Verification {
+func verifyRollups(tb testing.TB, g *gateway, day time.Time) client.Verification {
 	tb.Helper()
-	req, err := http.NewRequest(http.MethodGet, g.url+"/v1/rollups/verify?day="+day.Format(time.DateOnly), nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	v, err := g.client().VerifyRollups(ctx, day.Format(time.DateOnly))
 	if err != nil {
 		tb.Fatalf("verify rollups: %v", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		tb.Fatalf("verify rollups: %s: %s", resp.Status, body)
-	}
-	var v wire.Verification
-	if err := json.Unmarshal(body, &v); err != nil {
-		tb.Fatalf("verify rollups: %v in %s", err, body)
 	}
 	return v
 }

@@ -5,7 +5,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
+	"github.com/sluicehq/sluice/internal/membudget"
 	"github.com/sluicehq/sluice/internal/rollmarks"
 )
 
@@ -40,12 +42,13 @@ type pendingSet struct {
 	gens       map[uint64]int // devices by their lowest generation
 }
 
-// What the pending set holds, measured (membudget.PendingBytes is their
-// sum): a device with its map entry, list links and names, and a further
-// minute of a device already pending.
+// What the pending set holds: a further minute of a device already pending
+// (a pendingMinute), and the rest of membudget.PendingBytes, measured for
+// a device with one minute, for the device with its map entry, list links
+// and names.
 const (
-	pendingDeviceBytes = 168
-	pendingMinuteBytes = 32
+	pendingMinuteBytes = int(unsafe.Sizeof(pendingMinute{}))
+	pendingDeviceBytes = membudget.PendingBytes - pendingMinuteBytes
 )
 
 // weight is what the set holds in units of one device-minute of a device

@@ -138,19 +138,16 @@ func (s *Sink) writeAdmitted(ctx context.Context, req *Request, held int64) erro
 // zero timeout means "do not wait", not "never admit": a context that is
 // already expired would make Acquire fail even with the budget free.
 func (s *Sink) admit(ctx context.Context, weight int64) error {
-	if s.cfg.AdmissionTimeout <= 0 {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if !s.budget.TryAcquire(weight) {
-			return context.DeadlineExceeded
-		}
-		return nil
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	// Room now, and no one waiting before us (TryAcquire keeps the queue's
 	// order): no timer to set up, which is most requests.
-	if ctx.Err() == nil && s.budget.TryAcquire(weight) {
+	if s.budget.TryAcquire(weight) {
 		return nil
+	}
+	if s.cfg.AdmissionTimeout <= 0 {
+		return context.DeadlineExceeded
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.AdmissionTimeout)
 	defer cancel()
