@@ -431,14 +431,9 @@ func (s *Store) Insert(ctx context.Context, rows []rollup.Row) error {
 	}
 	// A batch of float rows leaves the typed columns to their defaults:
 	// 20 columns fewer to send, which halves the cost of an insert.
-	typed, cols := false, floatColumns
-	for i := range rows {
-		if rows[i].HasTyped() {
-			typed, cols = true, columns
-			break
-		}
-	}
+	typed, cols := rollup.AnyTyped(rows), floatColumns
 	if typed {
+		cols = columns
 		if err := s.ensureTyped(ctx); err != nil {
 			return fmt.Errorf("insert %d rollup rows: %w", len(rows), err)
 		}
@@ -493,8 +488,7 @@ func secondsCeil(ms int64) int64 {
 // int sum is added exactly: each row's int_sum is split into its high and
 // low 32 bits (as unsigned), whose sums cannot overflow, with the number
 // of negative ones and the sum of int_sum_hi (see scanBucket).
-const aggregates = `sum(count), sum(count - int_count - bool_count - str_count),
-    sum(sum), minIf(min, fl), maxIf(max, fl),
+const aggregates = `sum(count), sum(sum), minIf(min, fl), maxIf(max, fl),
     minIf(first_ts, fl), argMinIf(first_value, first_ts, fl), maxIf(last_ts, fl), argMaxIf(last_value, last_ts, fl),
     sum(int_count), sum(int_sum_hi), sum(bitShiftRight(toUInt64(int_sum), 32)), sum(bitAnd(toUInt64(int_sum), 4294967295)),
     countIf(int_sum < 0), minIf(int_min, int_count > 0), maxIf(int_max, int_count > 0),
@@ -511,14 +505,13 @@ func (s *Store) live(w string) string {
 	return fmt.Sprintf("(SELECT *, count > int_count + bool_count + str_count AS fl FROM %s FINAL WHERE %s) WHERE count > 0", s.table, w)
 }
 
-// scanBucket scans the columns of aggregates, after the first skip
-// targets, into a bucket.
+// scanBucket scans the columns of aggregates, after the targets before,
+// into a bucket.
 func scanBucket(rows driver.Rows, b *rollup.Bucket, before ...any) error {
-	var floats int64
 	var hi int64
 	var upper, lower, neg uint64
 	var bf, bl uint8
-	err := rows.Scan(append(before, &b.Count, &floats, &b.Sum, &b.Min, &b.Max, &b.FirstTS, &b.FirstValue, &b.LastTS, &b.LastValue,
+	err := rows.Scan(append(before, &b.Count, &b.Sum, &b.Min, &b.Max, &b.FirstTS, &b.FirstValue, &b.LastTS, &b.LastValue,
 		&b.IntCount, &hi, &upper, &lower, &neg, &b.IntMin, &b.IntMax, &b.IntFirstTS, &b.IntFirst, &b.IntLastTS, &b.IntLast,
 		&b.BoolCount, &b.TrueCount, &b.BoolFirstTS, &bf, &b.BoolLastTS, &bl,
 		&b.StrCount, &b.StrFirstTS, &b.StrFirst, &b.StrLastTS, &b.StrLast)...)

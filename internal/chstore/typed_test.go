@@ -86,7 +86,7 @@ func TestTypedRoundTrip(t *testing.T) {
 		t.Errorf("minute 0's int sum = %s, want %s", got, want)
 	}
 	for _, by := range []rollup.By{rollup.ByCount, rollup.ByMax, rollup.ByMean} {
-		for _, metric := range []string{"n", "on", "state"} {
+		for _, metric := range []string{"n", "on", "state", "mix"} {
 			f := rollup.Filter{Tenant: "acme", Metric: metric, From: ms(0), To: ms(time.Hour)}
 			top, err := s.Top(ctx, f, by, 10)
 			if err != nil {

@@ -498,19 +498,14 @@ func (p *parser) reading(device string, ts int64) (int32, error) {
 	return i, nil
 }
 
-// finish groups the cells by reading, sorts each reading's metrics by name,
-// keeps the last line's value of a metric given twice, and refuses a
-// reading with too many metrics (counting the repeats).
+// finish groups the cells by reading, sorts each reading's metrics by name
+// and keeps the last line's value of a metric given twice. (line refused a
+// reading with too many metrics, counting the repeats, as it was read.)
 func (p *parser) finish() ([]model.Reading, error) {
+	// Where each reading's cells start: p.counts holds their numbers.
 	starts := make([]int32, len(p.readings)+1)
-	for _, c := range p.cells {
-		starts[c.reading+1]++
-		if int(starts[c.reading+1]) > p.lim.MaxMetrics { // line refuses it first; kept as a guard
-			return nil, &lineError{entry: int(c.entry), LineError: LineError{Reason: p.tooManyMetrics(c.reading)}}
-		}
-	}
-	for i := 1; i < len(starts); i++ {
-		starts[i] += starts[i-1]
+	for i, n := range p.counts {
+		starts[i+1] = starts[i] + n
 	}
 	// Readings are numbered as first seen, so when no reading's lines are
 	// interleaved with another's (the usual body) the cells are grouped

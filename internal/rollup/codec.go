@@ -30,10 +30,7 @@ var ErrCorrupt = errors.New("corrupt rollup rows")
 // record format (EncodeRow writes a list of one, the embedded rollup
 // store's value).
 func EncodeRows(b []byte, rows []Row) []byte {
-	typed := false
-	for i := range rows {
-		typed = typed || rows[i].HasTyped()
-	}
+	typed := AnyTyped(rows)
 	b = append(b, listVersion(typed))
 	b = binary.AppendUvarint(b, uint64(len(rows)))
 	for i := range rows {

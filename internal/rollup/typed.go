@@ -249,3 +249,14 @@ func (b *Bucket) Last() (m model.Metric, ts int64, ok bool) {
 	}
 	return m, ts, ok
 }
+
+// AnyTyped reports whether a row of rows holds an int, bool or string
+// aggregate.
+func AnyTyped(rows []Row) bool {
+	for i := range rows { // by index: a row is 320 bytes
+		if rows[i].HasTyped() {
+			return true
+		}
+	}
+	return false
+}

@@ -176,15 +176,14 @@ func (m *cellMerge) Finish(bool) ([]byte, io.Closer, error) {
 	if len(m.ops) == 1 {
 		return m.ops[0], nil, nil
 	}
-	return mergeCells(nil, m.ops), nil, nil
+	return mergeCells(m.ops), nil, nil
 }
 
-// mergeCells appends to dst the union of the cells of values (oldest
-// first), the newest cell of each metric winning, in name order. An
+// mergeCells returns the union of the cells of values (oldest first), the newest cell of each metric winning, in name order. An
 // operand that does not parse is left out, as the rollup store's merger
 // ranks an operand that does not decode below every valid one; if none
 // parses, the newest is returned as it is, and reads report it corrupt.
-func mergeCells(dst []byte, values [][]byte) []byte {
+func mergeCells(values [][]byte) []byte {
 	type cell struct{ name, value []byte }
 	var cells []cell
 	valid := false
@@ -203,9 +202,10 @@ func mergeCells(dst []byte, values [][]byte) []byte {
 		valid = true
 	}
 	if !valid {
-		return append(dst, values[len(values)-1]...)
+		return slices.Clone(values[len(values)-1])
 	}
 	slices.SortFunc(cells, func(a, b cell) int { return bytes.Compare(a.name, b.name) })
+	var dst []byte
 	for _, c := range cells {
 		dst = binary.AppendUvarint(dst, uint64(len(c.name)))
 		dst = append(append(dst, c.name...), c.value...)

@@ -165,10 +165,10 @@ func TestCorruptCellsRefused(t *testing.T) {
 		}
 		// Merged, a corrupt operand is left out (it must not fail a
 		// flush); alone, it is kept for reads to report.
-		if got := mergeCells(nil, [][]byte{ok, v}); !bytes.Equal(got, ok) {
+		if got := mergeCells([][]byte{ok, v}); !bytes.Equal(got, ok) {
 			t.Errorf("%s: merged with a good operand: %x, want the good one %x", name, got, ok)
 		}
-		if got := mergeCells(nil, [][]byte{v, v}); !bytes.Equal(got, v) {
+		if got := mergeCells([][]byte{v, v}); !bytes.Equal(got, v) {
 			t.Errorf("%s: merged with itself: %x, want it as it is", name, got)
 		}
 	}
