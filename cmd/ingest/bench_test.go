@@ -23,7 +23,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -260,33 +259,28 @@ func benchParallel(b *testing.B, do func(i int)) {
 		}
 	})
 	acked := time.Since(start)
-	idle := waitIdle(b).Sub(start)
+	idle := waitIdle(b).at.Sub(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*benchReadings)/idle.Seconds(), "readings/s")
 	b.ReportMetric(float64(b.N*benchReadings)/acked.Seconds(), "acked_readings/s")
 }
 
+// idleAt is when the process became idle and the CPU time it had used.
+type idleAt struct {
+	at  time.Time
+	cpu time.Duration
+}
+
 // waitIdle waits until the process used less than 5% of a core over
 // idleWindow, and returns when that window began. It gives up after a
 // minute.
-func waitIdle(b *testing.B) time.Time {
+func waitIdle(b *testing.B) idleAt {
 	const idleWindow, tick = 250 * time.Millisecond, 25 * time.Millisecond
-	type sample struct {
-		at  time.Time
-		cpu time.Duration
-	}
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-			b.Fatal(err)
-		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	samples := []sample{{time.Now(), cpu()}}
+	samples := []idleAt{{time.Now(), processCPU()}}
 	deadline := samples[0].at.Add(time.Minute)
 	for {
 		time.Sleep(tick)
-		now := sample{time.Now(), cpu()}
+		now := idleAt{time.Now(), processCPU()}
 		samples = append(samples, now)
 		// The oldest sample at least idleWindow back.
 		i := len(samples) - 1
@@ -295,11 +289,11 @@ func waitIdle(b *testing.B) time.Time {
 		}
 		w := samples[i]
 		if now.at.Sub(w.at) >= idleWindow && now.cpu-w.cpu < now.at.Sub(w.at)/20 {
-			return w.at
+			return w
 		}
 		if now.at.After(deadline) {
 			b.Logf("process not idle after a minute")
-			return now.at
+			return now
 		}
 	}
 }

@@ -22,6 +22,16 @@ func AppendAuditLeaves(v []byte, leaves []AuditLeaf) []byte {
 	return v
 }
 
+// AuditLeavesSize is the length of AppendAuditLeaves' encoding of leaves.
+func AuditLeavesSize(leaves []AuditLeaf) int {
+	var tmp [binary.MaxVarintLen64]byte
+	n := 0
+	for _, l := range leaves {
+		n += 8 + binary.PutUvarint(tmp[:], uint64(len(l.EventID))) + len(l.EventID) + 32
+	}
+	return n
+}
+
 // EachAuditLeaf calls fn with each leaf of a chunk AppendAuditLeaves made,
 // in order, and returns fn's first error, or ErrCorruptLeaves.
 func EachAuditLeaf(v []byte, fn func(AuditLeaf) error) error {

@@ -152,7 +152,13 @@ func (l *Log) Seal(ctx context.Context, tenant, stream string, d model.Day) (*Da
 		f = pf.Clone()
 	}
 	first := f.Size
-	var leaves []tree.Hash
+	// The day's leaf hashes are held for its consistency proof: sized up
+	// front from the catalogue, they are not copied as they grow.
+	rows, err := dayRows(ctx, l.st, tenant, stream, d)
+	if err != nil {
+		return nil, fmt.Errorf("seal %s/%s/%s: %w", tenant, stream, d, err)
+	}
+	leaves := make([]tree.Hash, 0, min(rows, maxPresizedLeaves))
 	chunk := make([]store.AuditLeaf, 0, leavesPerChunk)
 	var chunkNo uint32
 	flush := func() error {
@@ -166,9 +172,16 @@ func (l *Log) Seal(ctx context.Context, tenant, stream string, d model.Day) (*Da
 		chunk = chunk[:0]
 		return nil
 	}
+	var hasher canon.Hasher
+	var blocks blockHashes
 	err = eachEvent(ctx, l.st, tenant, stream, d, func(e *model.AuditEvent) error {
-		h := canon.EventHash(e)
-		f.Append(h)
+		h := hasher.EventHash(e)
+		if block, ok := f.AppendBlock(h, blockLevel); ok {
+			if len(blocks.hashes) == 0 {
+				blocks.first = f.Size>>blockLevel - 1
+			}
+			blocks.hashes = append(blocks.hashes, block)
+		}
 		leaves = append(leaves, h)
 		chunk = append(chunk, store.AuditLeaf{TS: e.TS, EventID: e.EventID, Hash: h})
 		if len(chunk) == leavesPerChunk {
@@ -187,7 +200,7 @@ func (l *Log) Seal(ctx context.Context, tenant, stream string, d model.Day) (*Da
 	}
 	rec := &DayRecord{Day: d.String(), day: d, Start: first, Size: f.Size, Frontier: f.Hashes, SealedAt: l.now().UTC()}
 	if prev != nil && prev.Size > 0 {
-		src := &nodes{recs: []*DayRecord{prev, rec}, leaves: func(r *DayRecord) ([]tree.Hash, error) {
+		src := &nodes{recs: []*DayRecord{prev, rec}, blocks: &blocks, leaves: func(r *DayRecord) ([]tree.Hash, error) {
 			if r == rec {
 				return leaves, nil
 			}
@@ -230,14 +243,44 @@ func (l *Log) Seal(ctx context.Context, tenant, stream string, d model.Day) (*Da
 	return rec, nil
 }
 
+// maxPresizedLeaves bounds the leaves a seal allocates room for up front
+// (128 MiB of hashes); a larger day grows the slice.
+const maxPresizedLeaves = 1 << 22
+
+// dayRows is the number of rows the catalogue counts in a stream-day: the
+// events, and any stored twice.
+func dayRows(ctx context.Context, st reader.Store, tenant, stream string, d model.Day) (int64, error) {
+	parts, err := reader.Partitions(ctx, st, model.SeriesDay{Kind: model.KindAudit, Tenant: tenant, Series: stream, Day: d})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, pi := range parts {
+		n += max(pi.Rows, 0)
+	}
+	return n, nil
+}
+
 // eachEvent calls fn with the events of a stream-day in (ts, event_id)
 // order.
 func eachEvent(ctx context.Context, st reader.Store, tenant, stream string, d model.Day, fn func(*model.AuditEvent) error) error {
 	return eachEventIn(ctx, st, tenant, stream, d.Start(), d.End(), fn)
 }
 
-// eachEventIn is eachEvent over the events of [from, to).
+// dayStreamer is what a store may offer to read whole stream-days fast:
+// the events of some partitions merged in (ts, event_id) order, without
+// the pages of the read API (pebblestore does).
+type dayStreamer interface {
+	EachAudit(ctx context.Context, parts []model.PartitionKey, r store.Range, fn func(*model.AuditEvent) error) error
+}
+
+// eachEventIn is eachEvent over the events of [from, to). fn may keep a
+// copy of the event it is given, not the pointer; a string kept from many
+// events should be cloned, as it may share a block with other events.
 func eachEventIn(ctx context.Context, st reader.Store, tenant, stream string, from, to int64, fn func(*model.AuditEvent) error) error {
+	if ds, ok := st.(dayStreamer); ok {
+		return eachEventStreamed(ctx, st, ds, tenant, stream, from, to, fn)
+	}
 	q := reader.Query{Tenant: tenant, Series: stream, From: from, To: to, Limit: reader.MaxLimit}
 	for {
 		evs, next, err := reader.Audit(ctx, st, q)
@@ -254,6 +297,36 @@ func eachEventIn(ctx context.Context, st reader.Store, tenant, stream string, fr
 		}
 		q.Cursor = next
 	}
+}
+
+// eachEventStreamed is eachEventIn on a dayStreamer: day by day, the
+// partitions of the day's catalogue that overlap [from, to).
+func eachEventStreamed(ctx context.Context, st reader.Store, ds dayStreamer, tenant, stream string, from, to int64, fn func(*model.AuditEvent) error) error {
+	for d := model.DayOf(from); d.Start() < to; d++ {
+		infos, err := reader.Partitions(ctx, st, model.SeriesDay{Kind: model.KindAudit, Tenant: tenant, Series: stream, Day: d})
+		if err != nil {
+			return fmt.Errorf("read events: %w", err)
+		}
+		r := store.Range{From: max(from, d.Start()), To: min(to, d.End())}
+		var parts []model.PartitionKey
+		for _, pi := range infos {
+			if pi.Overlaps(r.From, r.To) {
+				parts = append(parts, pi.Key)
+			}
+		}
+		var fnErr error
+		err = ds.EachAudit(ctx, parts, r, func(e *model.AuditEvent) error {
+			fnErr = fn(e)
+			return fnErr
+		})
+		if fnErr != nil {
+			return fnErr
+		}
+		if err != nil {
+			return fmt.Errorf("read events: %w", err)
+		}
+	}
+	return nil
 }
 
 // LastSealable is the last day that may be sealed at now.
@@ -314,10 +387,38 @@ func (l *Log) Run(ctx context.Context) {
 	}
 }
 
+// blockLevel is the level of the subtrees a seal keeps while it builds the
+// day's tree (256 leaves): a proof's subtrees above it are then hashed from
+// them rather than again from every leaf.
+const blockLevel = 8
+
+// blockHashes are the hashes of consecutive complete subtrees of
+// 2^blockLevel leaves, the first of index first.
+type blockHashes struct {
+	first  int64
+	hashes []tree.Hash
+}
+
+// node returns the hash of the subtree at (level, index) if the blocks
+// cover it.
+func (b *blockHashes) node(level int, index int64) (tree.Hash, bool) {
+	if b == nil || level < blockLevel {
+		return tree.Hash{}, false
+	}
+	lo := index << (level - blockLevel)
+	hi := lo + 1<<(level-blockLevel)
+	if lo < b.first || hi > b.first+int64(len(b.hashes)) {
+		return tree.Hash{}, false
+	}
+	return tree.Subtree(b.hashes[lo-b.first : hi-b.first]), true
+}
+
 // nodes computes the hash of any complete subtree of a stream's tree from
-// the seals' frontiers and the leaves of the days.
+// the seals' frontiers, the blocks kept by a seal and the leaves of the
+// days.
 type nodes struct {
 	recs   []*DayRecord
+	blocks *blockHashes // nil if none
 	leaves func(*DayRecord) ([]tree.Hash, error)
 	cache  map[*DayRecord][]tree.Hash
 }
@@ -328,6 +429,9 @@ func (n *nodes) node(level int, index int64) (tree.Hash, error) {
 		if h, ok := f.Node(level, index); ok {
 			return h, nil
 		}
+	}
+	if h, ok := n.blocks.node(level, index); ok {
+		return h, nil
 	}
 	lo := index << level
 	hi := lo + 1<<level

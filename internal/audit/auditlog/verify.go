@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -204,8 +205,9 @@ func (l *Log) verifyDay(ctx context.Context, tenant, name string, r *DayRecord, 
 		return st, nil, err
 	}
 	var got []store.AuditLeaf
+	var hasher canon.Hasher
 	err = eachEvent(ctx, l.st, tenant, name, r.day, func(e *model.AuditEvent) error {
-		got = append(got, store.AuditLeaf{TS: e.TS, EventID: e.EventID, Hash: canon.EventHash(e)})
+		got = append(got, store.AuditLeaf{TS: e.TS, EventID: strings.Clone(e.EventID), Hash: hasher.EventHash(e)})
 		return nil
 	})
 	if err != nil {

@@ -45,13 +45,20 @@ const maxDepth = 64
 // standard base64 of its bytes, instead of <name>; the members stay in JCS
 // order.
 func Event(e *model.AuditEvent) []byte {
-	b := make([]byte, 0, 96+len(e.EventID)+len(e.Stream)+len(e.Actor)+len(e.Action)+len(e.Resource)+len(e.Outcome)+len(e.Attributes))
+	return AppendEvent(make([]byte, 0, 96+len(e.EventID)+len(e.Stream)+len(e.Actor)+len(e.Action)+len(e.Resource)+len(e.Outcome)+len(e.Attributes)), e)
+}
+
+// AppendEvent appends the canonical bytes of e (see Event) to b.
+func AppendEvent(b []byte, e *model.AuditEvent) []byte {
 	b = append(b, '{')
 	b = appendField(b, "action", e.Action)
 	b = append(b, ',')
 	b = appendField(b, "actor", e.Actor)
 	if len(e.Attributes) > 0 {
-		if c, err := Transform(e.Attributes); err == nil {
+		if Canonical(e.Attributes) {
+			b = append(b, `,"attributes":`...)
+			b = append(b, e.Attributes...)
+		} else if c, err := Transform(e.Attributes); err == nil {
 			b = append(b, `,"attributes":`...)
 			b = append(b, c...)
 		} else {
@@ -80,6 +87,16 @@ func LeafHash(data []byte) [LeafHashSize]byte {
 
 // EventHash is LeafHash(Event(e)).
 func EventHash(e *model.AuditEvent) [LeafHashSize]byte { return LeafHash(Event(e)) }
+
+// Hasher computes leaf hashes of events, reusing one buffer for their
+// canonical bytes. It is not safe for concurrent use.
+type Hasher struct{ buf []byte }
+
+// EventHash is LeafHash(Event(e)).
+func (h *Hasher) EventHash(e *model.AuditEvent) [LeafHashSize]byte {
+	h.buf = AppendEvent(append(h.buf[:0], 0x00), e)
+	return sha256.Sum256(h.buf) // the RFC 6962 leaf hash, as LeafHash
+}
 
 // Equal reports whether two events have the same canonical form: what the
 // log commits to, and so what "the same payload" means for a resubmission.
@@ -195,40 +212,15 @@ func (p *parser) literal(b []byte, lit string) ([]byte, error) {
 
 // number checks the JSON number grammar, then writes the double it denotes.
 func (p *parser) number(b []byte) ([]byte, error) {
-	start := p.pos
-	if p.in[p.pos] == '-' {
-		p.pos++
-	}
-	digits := func() int {
-		n := 0
-		for p.pos < len(p.in) && p.in[p.pos] >= '0' && p.in[p.pos] <= '9' {
-			p.pos++
-			n++
-		}
-		return n
-	}
-	intStart := p.pos
-	if n := digits(); n == 0 || n > 1 && p.in[intStart] == '0' {
+	end := numberEnd(p.in, p.pos)
+	if end < 0 {
 		return nil, p.errorf("bad number")
 	}
-	if p.pos < len(p.in) && p.in[p.pos] == '.' {
-		p.pos++
-		if digits() == 0 {
-			return nil, p.errorf("bad number")
-		}
-	}
-	if p.pos < len(p.in) && (p.in[p.pos] == 'e' || p.in[p.pos] == 'E') {
-		p.pos++
-		if p.pos < len(p.in) && (p.in[p.pos] == '+' || p.in[p.pos] == '-') {
-			p.pos++
-		}
-		if digits() == 0 {
-			return nil, p.errorf("bad number")
-		}
-	}
-	f, err := strconv.ParseFloat(string(p.in[start:p.pos]), 64)
+	start := p.pos
+	p.pos = end
+	f, err := strconv.ParseFloat(string(p.in[start:end]), 64)
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return nil, p.errorf("number %s is not a finite float64", p.in[start:p.pos])
+		return nil, p.errorf("number %s is not a finite float64", p.in[start:end])
 	}
 	return AppendNumber(b, f), nil
 }
@@ -419,6 +411,10 @@ func appendField(b []byte, name, value string) []byte {
 func appendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
+	if plainASCII(s) {
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	for _, r := range s {
 		switch {
 		case r == '"':
@@ -442,6 +438,17 @@ func appendString(b []byte, s string) []byte {
 		}
 	}
 	return append(b, '"')
+}
+
+// plainASCII reports whether s is printable ASCII without '"' or '\\':
+// bytes appendString copies as they are.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // AppendNumber appends f in the ECMAScript Number.prototype.toString form

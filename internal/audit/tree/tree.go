@@ -39,17 +39,32 @@ type Frontier struct {
 }
 
 // Append adds a leaf hash.
-func (f *Frontier) Append(leaf Hash) {
+func (f *Frontier) Append(leaf Hash) { f.AppendBlock(leaf, -1) }
+
+// AppendBlock adds a leaf hash like Append and, when the leaf completes a
+// subtree of 2^level leaves (whose index is then Size>>level - 1), returns
+// that subtree's hash: the merges compute it anyway.
+func (f *Frontier) AppendBlock(leaf Hash, level int) (Hash, bool) {
 	h := leaf
+	var block Hash
+	done := level == 0
+	if done {
+		block = leaf
+	}
 	// Merge with the complete subtrees of equal size: one per trailing one
 	// bit of the old size.
+	l := 0
 	for s := f.Size; s&1 == 1; s >>= 1 {
 		n := len(f.Hashes) - 1
 		h = tlog.NodeHash(f.Hashes[n], h)
 		f.Hashes = f.Hashes[:n]
+		if l++; l == level {
+			block, done = h, true
+		}
 	}
 	f.Hashes = append(f.Hashes, h)
 	f.Size++
+	return block, done
 }
 
 // Root returns the RFC 6962 root of the tree.

@@ -46,6 +46,33 @@ func TestFrontier(t *testing.T) {
 	}
 }
 
+// TestAppendBlock checks that AppendBlock returns exactly the complete
+// subtrees of 2^level leaves, with their hashes, as their last leaf comes.
+func TestAppendBlock(t *testing.T) {
+	for _, level := range []int{0, 1, 3, 5} {
+		var hashes []Hash
+		var f Frontier
+		var blocks []Hash
+		for n := 1; n <= 300; n++ {
+			h := leaf(n)
+			hashes = append(hashes, h)
+			block, ok := f.AppendBlock(h, level)
+			if want := n%(1<<level) == 0; ok != want {
+				t.Fatalf("level %d, size %d: block returned %v, want %v", level, n, ok, want)
+			}
+			if ok {
+				if want := Subtree(hashes[n-1<<level : n]); block != want {
+					t.Fatalf("level %d, size %d: block %v, want %v", level, n, block, want)
+				}
+				blocks = append(blocks, block)
+			}
+		}
+		if len(blocks) != 300>>level {
+			t.Errorf("level %d: %d blocks, want %d", level, len(blocks), 300>>level)
+		}
+	}
+}
+
 func TestProofsRoundTrip(t *testing.T) {
 	var hashes []Hash
 	for i := range 37 {

@@ -76,7 +76,7 @@ func (s *Store) chunksPerBucket() int { return cmp.Or(s.leafBucket, leafBucket) 
 // PutAuditLeaves stores one chunk of a stream-day's leaves, in the bucket
 // chunk / 128.
 func (s *Store) PutAuditLeaves(ctx context.Context, tenant, stream string, d model.Day, chunk uint32, leaves []store.AuditLeaf) error {
-	v := store.AppendAuditLeaves(nil, leaves)
+	v := store.AppendAuditLeaves(make([]byte, 0, store.AuditLeavesSize(leaves)), leaves)
 	bucket := int32(chunk / uint32(s.chunksPerBucket()))
 	err := s.do(ctx, "audit_leaves_write", func(ctx context.Context) error {
 		return s.sess.Query(`INSERT INTO audit_leaf_buckets (tenant, stream, day, bucket, chunk, leaves) VALUES (?, ?, ?, ?, ?, ?)`,

@@ -96,7 +96,7 @@ func (s *Store) PutAuditLeaves(ctx context.Context, tenant, stream string, d mod
 		return err
 	}
 	key := binary.BigEndian.AppendUint32(leavesPrefix(nil, tenant, stream, d), chunk)
-	if err := s.db.Set(key, store.AppendAuditLeaves(nil, leaves), pebble.NoSync); err != nil {
+	if err := s.db.Set(key, store.AppendAuditLeaves(make([]byte, 0, store.AuditLeavesSize(leaves)), leaves), pebble.NoSync); err != nil {
 		return fmt.Errorf("store leaves of %s/%s/%s: %w", tenant, stream, d, err)
 	}
 	return nil

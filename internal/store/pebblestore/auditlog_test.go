@@ -83,3 +83,37 @@ func TestAuditLogRetention(t *testing.T) {
 }
 
 var _ auditlog.Store = (*Store)(nil)
+
+// TestAuditSealConsistencyLargeDays checks the consistency proof each seal
+// stores, with the independent verifier, on days large enough that the
+// seal hashes the proof's subtrees from the blocks of 256 leaves it kept,
+// starting at offsets that are not a multiple of 256.
+func TestAuditSealConsistencyLargeDays(t *testing.T) {
+	ctx := context.Background()
+	st := openAuditStore(t)
+	keys, vkey := audittest.NewKeys(t, "audit.example.com")
+	l := audittest.NewLog(st, keys, audittest.Now())
+	rng := rand.New(rand.NewPCG(3, 4))
+	audittest.Build(ctx, t, st, l, "acme", "big", []int{1000, 300, 2100, 5}, rng)
+	recs, err := l.Records(ctx, "acme", "big")
+	if err != nil || len(recs) != 4 {
+		t.Fatalf("records: %d, %v", len(recs), err)
+	}
+	for i := 1; i < len(recs); i++ {
+		old, err := audittest.OpenNote(recs[i-1].Checkpoint, vkey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, err := audittest.OpenNote(recs[i].Checkpoint, vkey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var path [][]byte
+		for _, h := range recs[i].Consistency {
+			path = append(path, h[:])
+		}
+		if err := audittest.VerifyConsistency(old.Size, cur.Size, old.Root, cur.Root, path); err != nil {
+			t.Errorf("seal of %s: its consistency proof from %d to %d: %v", recs[i].Day, old.Size, cur.Size, err)
+		}
+	}
+}

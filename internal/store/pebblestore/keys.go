@@ -180,19 +180,32 @@ func encodeAudit(b []byte, e model.AuditEvent) []byte {
 	return appendBytes(b, e.Attributes)
 }
 
-func decodeAudit(v []byte, e *model.AuditEvent) error {
+func decodeAudit(v []byte, e *model.AuditEvent) error { return decodeAuditInto(v, e, false) }
+
+// decodeAuditInto decodes an audit value into e. If owned, v belongs to
+// the caller and never changes: e's strings and attributes are then views
+// of it, not copies.
+func decodeAuditInto(v []byte, e *model.AuditEvent, owned bool) error {
 	var fields [5][]byte
 	for i := range fields {
 		n, k := binary.Uvarint(v)
 		if k <= 0 || uint64(len(v)-k) < n {
 			return fmt.Errorf("audit value field %d: %w", i, errCorrupt)
 		}
-		fields[i] = v[k : k+int(n)]
+		fields[i] = v[k : k+int(n) : k+int(n)]
 		v = v[k+int(n):]
 	}
-	e.Actor, e.Action, e.Resource, e.Outcome = string(fields[0]), string(fields[1]), string(fields[2]), string(fields[3])
-	e.Attributes = nil
-	if len(fields[4]) > 0 {
+	str := func(b []byte) string { return string(b) }
+	if owned {
+		str = view
+	}
+	e.Actor, e.Action, e.Resource, e.Outcome = str(fields[0]), str(fields[1]), str(fields[2]), str(fields[3])
+	switch {
+	case len(fields[4]) == 0:
+		e.Attributes = nil
+	case owned:
+		e.Attributes = fields[4]
+	default:
 		e.Attributes = append([]byte(nil), fields[4]...)
 	}
 	return nil
