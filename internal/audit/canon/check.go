@@ -210,7 +210,7 @@ func (c *checker) number() bool {
 	if digits[0] == '-' {
 		digits = digits[1:]
 	}
-	if len(digits) <= 15 && bytes.IndexAny(digits, ".eE") < 0 && (digits[0] != '0' || len(tok) == 1) {
+	if len(digits) <= 15 && !bytes.ContainsAny(digits, ".eE") && (digits[0] != '0' || len(tok) == 1) {
 		return true
 	}
 	// Otherwise the number is canonical if it is its own canonical form.
