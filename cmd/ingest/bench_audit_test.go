@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -129,6 +130,62 @@ func benchAuditIngest(b *testing.B, integrity bool) {
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
+	if integrity {
+		seal := sealIngested(b, cfg, model.DayOf(base), b.N*benchEvents)
+		b.ReportMetric(float64(seal.Microseconds())/n, "seal_cpu_us/event")
+		b.ReportMetric(float64((idle.cpu-cpu0+seal).Microseconds())/n, "with_seal_cpu_us/event")
+	}
+}
+
+// sealIngested seals the audit day d of the gateway's store, as its sealer
+// would once the day is due, checks that the logs hold want events, and
+// returns the CPU time the seal took, its flush and compactions included.
+func sealIngested(b *testing.B, cfg config.Config, d model.Day, want int) time.Duration {
+	ctx := context.Background()
+	logger := slog.New(slog.DiscardHandler)
+	be, err := openBackend(ctx, &cfg, logger, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := be.(*pebblestore.Store)
+	defer st.Close()
+	// What the gateway had not flushed when it stopped is ingest's work.
+	if err := st.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	cpu0 := waitIdle(b).cpu
+	keys, err := auditlog.LoadKeys(cfg.Audit)
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := func() time.Time { return time.UnixMilli((d + 2).Start()) }
+	l := auditlog.New(cfg.Audit, st, keys, now, logger, nil)
+	if err := l.SealDue(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := st.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	cpu := waitIdle(b).cpu - cpu0
+	refs, err := st.AuditStreams(ctx, d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sealed int64
+	for _, ref := range refs {
+		recs, err := l.Records(ctx, ref.Tenant, ref.Series)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range recs {
+			sealed += r.Events()
+		}
+	}
+	if sealed != int64(want) {
+		b.Fatalf("the logs hold %d events, want %d", sealed, want)
+	}
+	return cpu
 }
 
 func BenchmarkAuditSeal(b *testing.B) {
@@ -176,6 +233,7 @@ func BenchmarkAuditSeal(b *testing.B) {
 	for range b.N {
 		// A fresh stream name each round would need its events again: seal,
 		// then measure verify of the same day, which reads it all too.
+		stopProfile := profileTo(b, os.Getenv("SLUICE_BENCH_SEAL_PROFILE"))
 		start, cpu0 := time.Now(), processCPU()
 		rec, err := l.Seal(ctx, "bench", "s", d)
 		if err != nil || rec == nil || rec.Events() != int64(n) {
@@ -188,6 +246,7 @@ func BenchmarkAuditSeal(b *testing.B) {
 			b.Fatal(err)
 		}
 		idle := waitIdle(b)
+		stopProfile()
 		b.ReportMetric(sealed.Seconds(), "seal_s")
 		b.ReportMetric(float64(n)/sealed.Seconds(), "sealed_events/s")
 		b.ReportMetric(float64((idle.cpu-cpu0).Microseconds())/float64(n), "seal_cpu_us/event")
@@ -197,6 +256,27 @@ func BenchmarkAuditSeal(b *testing.B) {
 			b.Fatalf("verify: %v %+v", err, rep)
 		}
 		b.ReportMetric(time.Since(start).Seconds(), "verify_s")
+	}
+}
+
+// profileTo starts a CPU profile into file (none if file is empty) and
+// returns what stops it: -cpuprofile would also profile the writes.
+func profileTo(b *testing.B, file string) func() {
+	if file == "" {
+		return func() {}
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
 	}
 }
 

@@ -392,6 +392,13 @@ func utf16Key(r rune) int64 {
 // appendField appends "name":"value", or "name_b64":"<base64>" when value
 // is not valid UTF-8.
 func appendField(b []byte, name, value string) []byte {
+	if plainASCII(value) { // the usual case, and name is always plain
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, '"', ':', '"')
+		b = append(b, value...)
+		return append(b, '"')
+	}
 	if utf8.ValidString(value) {
 		b = appendString(b, name)
 		b = append(b, ':')

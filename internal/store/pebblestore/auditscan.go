@@ -43,7 +43,7 @@ func (s *Store) EachAudit(ctx context.Context, parts []model.PartitionKey, r sto
 			return fmt.Errorf("read audit events of %v: %w", pk, err)
 		}
 		hd := &auditHead{it: it, pk: pk, prefix: len(prefix)}
-		if !it.First() {
+		if !hd.first() {
 			if err := it.Close(); err != nil {
 				return fmt.Errorf("read audit events of %v: %w", pk, err)
 			}
@@ -65,7 +65,7 @@ func (s *Store) EachAudit(ctx context.Context, parts []model.PartitionKey, r sto
 			}
 		}
 		hd := h.s[0]
-		k := hd.suffix()
+		k := hd.key
 		if len(k) < 8 {
 			return fmt.Errorf("read audit events of %v: short key: %w", hd.pk, errCorrupt)
 		}
@@ -87,7 +87,7 @@ func (s *Store) EachAudit(ctx context.Context, parts []model.PartitionKey, r sto
 				return err
 			}
 		}
-		if hd.it.Next() {
+		if hd.next() {
 			heap.Fix(h, 0)
 			continue
 		}
@@ -107,17 +107,25 @@ func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 type auditHead struct {
 	it     *pebble.Iterator
 	pk     model.PartitionKey
-	prefix int // length of the partition's key prefix
+	prefix int    // length of the partition's key prefix
+	key    []byte // the current key after the prefix: TS and event id
 }
 
-// suffix is the current key after the partition prefix: TS and event id.
-func (hd *auditHead) suffix() []byte { return hd.it.Key()[hd.prefix:] }
+func (hd *auditHead) first() bool { return hd.at(hd.it.First()) }
+func (hd *auditHead) next() bool  { return hd.at(hd.it.Next()) }
+
+func (hd *auditHead) at(ok bool) bool {
+	if ok {
+		hd.key = hd.it.Key()[hd.prefix:]
+	}
+	return ok
+}
 
 type auditHeads struct{ s []*auditHead }
 
 func (h *auditHeads) Len() int { return len(h.s) }
 func (h *auditHeads) Less(i, j int) bool {
-	if c := bytes.Compare(h.s[i].suffix(), h.s[j].suffix()); c != 0 {
+	if c := bytes.Compare(h.s[i].key, h.s[j].key); c != 0 {
 		return c < 0
 	}
 	return h.s[i].pk.Sub > h.s[j].pk.Sub // the later sub-bucket's copy first
