@@ -161,6 +161,7 @@ func sealIngested(b *testing.B, cfg config.Config, d model.Day, want int) time.D
 	}
 	now := func() time.Time { return time.UnixMilli((d + 2).Start()) }
 	l := auditlog.New(cfg.Audit, st, keys, now, logger, nil)
+	stopProfile := profileTo(b, os.Getenv("SLUICE_BENCH_SEAL_PROFILE"))
 	if err := l.SealDue(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -168,6 +169,7 @@ func sealIngested(b *testing.B, cfg config.Config, d model.Day, want int) time.D
 		b.Fatal(err)
 	}
 	cpu := waitIdle(b).cpu - cpu0
+	stopProfile()
 	refs, err := st.AuditStreams(ctx, d)
 	if err != nil {
 		b.Fatal(err)
