@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -258,23 +257,52 @@ func catalogues(ctx context.Context, src iterSource, sds []model.SeriesDay) ([][
 }
 
 // AuditSeen reports, for each id, whether an event with that id is stored.
+// It looks the ids up in key order through one iterator: a Get per id
+// would open the iterators of every level's table again and read its index
+// blocks, and with many ids a day those miss the block cache (half the CPU
+// of ingesting a million audit events on the default memory budget).
 func (s *Store) AuditSeen(ctx context.Context, ids []store.AuditID) ([]bool, error) {
 	seen := make([]bool, len(ids))
-	var key []byte
+	if len(ids) == 0 {
+		return seen, nil
+	}
+	var buf []byte
+	ends := make([]int, len(ids))
 	for i, id := range ids {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		buf = auditIDKey(buf, id.Tenant, id.Day, id.EventID)
+		ends[i] = len(buf)
+	}
+	key := func(i int) []byte {
+		start := 0
+		if i > 0 {
+			start = ends[i-1]
 		}
-		key = auditIDKey(key[:0], id.Tenant, id.Day, id.EventID)
-		_, closer, err := s.db.Get(key)
-		switch {
-		case errors.Is(err, pebble.ErrNotFound):
-		case err != nil:
-			return nil, fmt.Errorf("look up audit id %q: %w", id.EventID, err)
-		default:
-			seen[i] = true
-			_ = closer.Close()
+		return buf[start:ends[i]]
+	}
+	order := make([]int, len(ids))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(key(a), key(b)) })
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{
+		LowerBound: key(order[0]),
+		UpperBound: append(bytes.Clone(key(order[len(order)-1])), 0),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("look up %d audit ids: %w", len(ids), err)
+	}
+	for n, i := range order {
+		if n%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				_ = it.Close()
+				return nil, err
+			}
 		}
+		k := key(i)
+		seen[i] = it.SeekGE(k) && bytes.Equal(it.Key(), k)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("look up %d audit ids: %w", len(ids), err)
 	}
 	return seen, nil
 }

@@ -658,6 +658,8 @@ func testAuditSeen(t *testing.T, b Backend) {
 		{"prefix tenant", store.AuditID{Tenant: "", Day: d, EventID: "x"}, false},
 		{"next day", store.AuditID{Tenant: "a", Day: d + 1, EventID: "x"}, false},
 		{"previous day", store.AuditID{Tenant: "a", Day: d - 1, EventID: "x"}, false},
+		{"committed, asked again", store.AuditID{Tenant: "a", Day: d, EventID: "x"}, true},
+		{"unknown, asked again", store.AuditID{Tenant: "a", Day: d, EventID: "z"}, false},
 	}
 	ids := make([]store.AuditID, len(tests))
 	want := make([]bool, len(tests))
