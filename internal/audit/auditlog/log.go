@@ -244,8 +244,8 @@ func (l *Log) Seal(ctx context.Context, tenant, stream string, d model.Day) (*Da
 }
 
 // maxPresizedLeaves bounds the leaves a seal allocates room for up front
-// (128 MiB of hashes); a larger day grows the slice.
-const maxPresizedLeaves = 1 << 22
+// (32 MiB of hashes); a larger day grows the slice.
+const maxPresizedLeaves = 1 << 20
 
 // dayRows is the number of rows the catalogue counts in a stream-day: the
 // events, and any stored twice.

@@ -178,7 +178,7 @@ func (c *checker) escape() bool {
 		return true
 	case 'u':
 		const lowerHex = "0123456789abcdef"
-		if c.pos+6 > len(c.in) || c.in[c.pos+2] != '0' || c.in[c.pos+3] != '0' || c.in[c.pos+4] > '1' {
+		if c.pos+6 > len(c.in) || c.in[c.pos+2] != '0' || c.in[c.pos+3] != '0' || c.in[c.pos+4] != '0' && c.in[c.pos+4] != '1' {
 			return false
 		}
 		lo := bytes.IndexByte([]byte(lowerHex), c.in[c.pos+5])

@@ -41,6 +41,16 @@ func TestCanonical(t *testing.T) {
 		{`{"\u0041":1}`, false},
 		{"{\"a\":\"\xff\"}", false},
 		{`{"a":1e400}`, false},
+		{`"\u00/0"`, false}, // not hex
+		{`["\u00 0"]`, false},
+		{`{"a":"\u00!f"}`, false},
+		{`"\u002f"`, false},   // '/' is not a control character
+		{`"\u0008"`, false},   // \b has a short escape
+		{`"\u001f\u0000"`, true},
+		{"\"\x1f\"", false}, // a raw control character is not JSON
+		{`{"\t":1,"\u0001":2}`, false}, // by the names' characters, \u0001 sorts first
+		{`{"a":1234567890123456}`, true},   // 16 digits, exact in a double
+		{`{"a":12345678901234567}`, false}, // written 12345678901234568
 		{`{"a":tru}`, false},
 		{`{"a":1`, false},
 		{`[1,]`, false},
@@ -58,16 +68,30 @@ func TestCanonical(t *testing.T) {
 	}
 }
 
+// TestCanonicalDepth checks that Canonical takes exactly the nesting
+// Transform takes.
 func TestCanonicalDepth(t *testing.T) {
 	deep := func(n int) []byte {
 		return append(bytes.Repeat([]byte("["), n), bytes.Repeat([]byte("]"), n)...)
 	}
-	if !Canonical(deep(maxDepth)) || Canonical(deep(maxDepth+2)) {
-		t.Errorf("Canonical takes %d levels and refuses %d", maxDepth, maxDepth+2)
+	for n := maxDepth - 1; n <= maxDepth+3; n++ {
+		_, err := Transform(deep(n))
+		if got := Canonical(deep(n)); got != (err == nil) {
+			t.Errorf("%d levels: Canonical %v, Transform's error %v", n, got, err)
+		}
 	}
-	_, err := Transform(deep(maxDepth + 2))
-	if err == nil {
-		t.Error("Transform took what Canonical refuses for depth")
+	if Canonical(deep(maxDepth+2)) || !Canonical(deep(maxDepth)) {
+		t.Error("the depth limit moved")
+	}
+}
+
+// TestEventEscapes checks the canonical bytes of fields that need
+// escaping but are otherwise plain ASCII.
+func TestEventEscapes(t *testing.T) {
+	e := model.AuditEvent{EventID: `a\b`, Stream: "s", Actor: `say "hi"`, Action: "tab\there", Outcome: "nul\x00"}
+	want := `{"action":"tab\there","actor":"say \"hi\"","event_id":"a\\b","outcome":"nul\u0000","resource":"","stream":"s","ts":0}`
+	if got := string(Event(&e)); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
 

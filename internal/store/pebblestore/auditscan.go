@@ -5,7 +5,6 @@ import (
 	"container/heap"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"unsafe"
 
@@ -16,7 +15,7 @@ import (
 )
 
 // EachAudit calls fn with the events of the audit partitions parts inside
-// r, merged across them in (TS, event id) order; of an event stored in two
+// [r.From, r.To) (r.After is not used), merged across them in (TS, event id) order; of an event stored in two
 // partitions, the copy in the later sub-bucket wins, as in reads. It is
 // how a whole stream-day is read for sealing and verifying: one iterator
 // per partition, held to the end, instead of pages of copied events
@@ -27,7 +26,9 @@ func (s *Store) EachAudit(ctx context.Context, parts []model.PartitionKey, r sto
 	h := &auditHeads{}
 	defer func() {
 		for _, hd := range h.s {
-			err = errors.Join(err, hd.it.Close())
+			if cerr := hd.it.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("read audit events of %v: %w", hd.pk, cerr)
+			}
 		}
 	}()
 	for _, pk := range parts {
@@ -70,7 +71,10 @@ func (s *Store) EachAudit(ctx context.Context, parts []model.PartitionKey, r sto
 			return fmt.Errorf("read audit events of %v: short key: %w", hd.pk, errCorrupt)
 		}
 		if last == nil || !bytes.Equal(k, last) {
-			v := hd.it.Value()
+			v, err := hd.it.ValueAndErr()
+			if err != nil {
+				return fmt.Errorf("read audit events of %v: %w", hd.pk, err)
+			}
 			if len(slab) < len(k)+len(v) {
 				slab = make([]byte, max(64<<10, len(k)+len(v)))
 			}
