@@ -44,11 +44,11 @@ func TestCanonical(t *testing.T) {
 		{`"\u00/0"`, false}, // not hex
 		{`["\u00 0"]`, false},
 		{`{"a":"\u00!f"}`, false},
-		{`"\u002f"`, false},   // '/' is not a control character
-		{`"\u0008"`, false},   // \b has a short escape
+		{`"\u002f"`, false}, // '/' is not a control character
+		{`"\u0008"`, false}, // \b has a short escape
 		{`"\u001f\u0000"`, true},
-		{"\"\x1f\"", false}, // a raw control character is not JSON
-		{`{"\t":1,"\u0001":2}`, false}, // by the names' characters, \u0001 sorts first
+		{"\"\x1f\"", false},                // a raw control character is not JSON
+		{`{"\t":1,"\u0001":2}`, false},     // by the names' characters, \u0001 sorts first
 		{`{"a":1234567890123456}`, true},   // 16 digits, exact in a double
 		{`{"a":12345678901234567}`, false}, // written 12345678901234568
 		{`{"a":tru}`, false},
