@@ -156,8 +156,11 @@ var storeMerger = &pebble.Merger{
 	},
 }
 
-// cellMerge combines the values of one reading key, oldest first in ops.
-type cellMerge struct{ ops [][]byte }
+// cellMerge combines the values of one reading key: ops holds the first
+// operand and the newer ones, oldest first; older the older ones, newest
+// first, as Pebble hands them over (appending both ways keeps a key written
+// many times linear, where inserting at the front was quadratic).
+type cellMerge struct{ ops, older [][]byte }
 
 func (m *cellMerge) MergeNewer(value []byte) error {
 	m.ops = append(m.ops, bytes.Clone(value))
@@ -165,7 +168,7 @@ func (m *cellMerge) MergeNewer(value []byte) error {
 }
 
 func (m *cellMerge) MergeOlder(value []byte) error {
-	m.ops = slices.Insert(m.ops, 0, bytes.Clone(value))
+	m.older = append(m.older, bytes.Clone(value))
 	return nil
 }
 
@@ -173,10 +176,11 @@ func (m *cellMerge) MergeOlder(value []byte) error {
 // ever, and a memtable that cannot be flushed stops every write of the
 // store, so one corrupt operand would wedge the gateway (mergeCells).
 func (m *cellMerge) Finish(bool) ([]byte, io.Closer, error) {
-	if len(m.ops) == 1 {
+	if len(m.ops) == 1 && len(m.older) == 0 {
 		return m.ops[0], nil, nil
 	}
-	return mergeCells(m.ops), nil, nil
+	slices.Reverse(m.older)
+	return mergeCells(append(m.older, m.ops...)), nil, nil
 }
 
 // mergeCells returns the union of the cells of values (oldest first), the newest cell of each metric winning, in name order. An

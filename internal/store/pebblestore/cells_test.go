@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -218,5 +219,75 @@ func TestCorruptOperandDoesNotWedgeTheStore(t *testing.T) {
 	}
 	if _, err := st.ScanReadings(ctx, pk, store.Range{From: t0 + 1, To: t0 + 2}, 10); !errors.Is(err, errCorrupt) {
 		t.Errorf("key with a corrupt operand only: %v, want a corrupt value", err)
+	}
+}
+
+// TestCellMergeOperandOrder feeds one key's operands to the merger in every
+// way Pebble may (each older or newer than those before): the result is
+// the merge of the operands oldest first.
+func TestCellMergeOperandOrder(t *testing.T) {
+	const n = 7
+	ops := make([][]byte, n) // oldest first; metric m%3 written by ops m, m+3, ...
+	for i := range ops {
+		ops[i] = appendCell(nil, model.ReadingRow{Metric: fmt.Sprintf("m%d", i%3), Value: float64(i)})
+	}
+	want := mergeCells(ops)
+	for first := range n { // the operand Merge starts with; older ones come by MergeOlder, newer by MergeNewer
+		for _, olderFirst := range []bool{false, true} {
+			vm, err := storeMerger.Merge([]byte{tabReadings}, ops[first])
+			if err != nil {
+				t.Fatal(err)
+			}
+			older := func() {
+				for i := first - 1; i >= 0; i-- {
+					if err := vm.MergeOlder(ops[i]); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			newer := func() {
+				for i := first + 1; i < n; i++ {
+					if err := vm.MergeNewer(ops[i]); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if olderFirst {
+				older()
+				newer()
+			} else {
+				newer()
+				older()
+			}
+			got, _, err := vm.Finish(true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("start %d, older first %v: got %x, want %x", first, olderFirst, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkCellMergeOlder merges a key written 10,000 times, handed over
+// newest first: linear now, quadratic when each older operand was inserted
+// at the front.
+func BenchmarkCellMergeOlder(b *testing.B) {
+	ops := make([][]byte, 10_000)
+	for i := range ops {
+		ops[i] = appendCell(nil, model.ReadingRow{Metric: "m", Value: float64(i)})
+	}
+	for b.Loop() {
+		vm, err := storeMerger.Merge([]byte{tabReadings}, ops[len(ops)-1])
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := len(ops) - 2; i >= 0; i-- {
+			_ = vm.MergeOlder(ops[i])
+		}
+		if _, _, err := vm.Finish(true); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
