@@ -21,7 +21,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,6 +33,7 @@ import (
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/pebblestore"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 const benchEvents = 1000 // per request
@@ -161,7 +161,7 @@ func sealIngested(b *testing.B, cfg config.Config, d model.Day, want int) time.D
 	}
 	now := func() time.Time { return time.UnixMilli((d + 2).Start()) }
 	l := auditlog.New(cfg.Audit, st, keys, now, logger, nil)
-	stopProfile := profileTo(b, os.Getenv("SLUICE_BENCH_SEAL_PROFILE"))
+	stopProfile := testenv.CPUProfile(b, os.Getenv("SLUICE_BENCH_SEAL_PROFILE"))
 	if err := l.SealDue(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func BenchmarkAuditSeal(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		stopProfile := profileTo(b, os.Getenv("SLUICE_BENCH_SEAL_PROFILE"))
+		stopProfile := testenv.CPUProfile(b, os.Getenv("SLUICE_BENCH_SEAL_PROFILE"))
 		start, cpu0 := time.Now(), processCPU()
 		rec, err := l.Seal(ctx, "bench", "s", d)
 		if err != nil || rec == nil || rec.Events() != int64(n) {
@@ -259,27 +259,6 @@ func BenchmarkAuditSeal(b *testing.B) {
 			b.Fatalf("verify: %v %+v", err, rep)
 		}
 		b.ReportMetric(time.Since(start).Seconds(), "verify_s")
-	}
-}
-
-// profileTo starts a CPU profile into file (none if file is empty) and
-// returns what stops it: -cpuprofile would also profile the writes.
-func profileTo(b *testing.B, file string) func() {
-	if file == "" {
-		return func() {}
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		b.Fatal(err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			b.Error(err)
-		}
 	}
 }
 

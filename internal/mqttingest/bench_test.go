@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store/pebblestore"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // Benchmark sizes: messages of readingsPerMessage readings each, over
@@ -237,7 +237,9 @@ func sluiceDrain(b *testing.B, prefix string, topics, payloads []string) drainSt
 	g.stop(b)
 	queue(b, topics, payloads, prefix+"-pub-sluice")
 	w0, n0 := cw.writes.Load(), cw.nanos.Load()
-	stopProfile := profileGateway(b)
+	// SLUICE_BENCH_CPUPROFILE profiles the gateway's drain (the last of
+	// the run is kept).
+	stopProfile := testenv.CPUProfile(b, os.Getenv("SLUICE_BENCH_CPUPROFILE"))
 	start, cpu0 := time.Now(), cpuNow(b)
 	g = startGatewayWait(b, cfg, cw, false)
 	// Sample the messages in flight (received, not yet acknowledged).
@@ -262,29 +264,6 @@ wait:
 	g.stop(b)
 	dropSession(b, cfg.ClientID)
 	return st
-}
-
-// profileGateway starts a CPU profile of the gateway's drain when
-// SLUICE_BENCH_CPUPROFILE names a file (the last drain of the run is kept),
-// and returns the function that stops it.
-func profileGateway(b *testing.B) func() {
-	path := os.Getenv("SLUICE_BENCH_CPUPROFILE")
-	if path == "" {
-		return func() {}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		b.Fatal(err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			b.Error(err)
-		}
-	}
 }
 
 // storeDrain measures what the store itself can take: the readings of the
