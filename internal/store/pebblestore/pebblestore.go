@@ -299,7 +299,16 @@ func (s *Store) AuditSeen(ctx context.Context, ids []store.AuditID) ([]bool, err
 			}
 		}
 		k := key(i)
-		seen[i] = it.SeekGE(k) && bytes.Equal(it.Key(), k)
+		if !it.SeekGE(k) {
+			// The next seek clears a read error: an id must not be taken
+			// for unseen because its read failed.
+			if err := it.Error(); err != nil {
+				_ = it.Close()
+				return nil, fmt.Errorf("look up audit id %q: %w", ids[i].EventID, err)
+			}
+			continue
+		}
+		seen[i] = bytes.Equal(it.Key(), k)
 	}
 	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("look up %d audit ids: %w", len(ids), err)

@@ -689,6 +689,17 @@ func testAuditSeen(t *testing.T, b Backend) {
 	if diff := cmp.Diff([]bool{false, true}, got); diff != "" {
 		t.Errorf("AuditSeen of tenant/id prefixes mismatch (-want +got):\n%s", diff)
 	}
+	// The smallest and the largest key asked for are stored: the bounds of
+	// a lookup in key order.
+	got, err = b.AuditSeen(t.Context(), []store.AuditID{
+		{Tenant: "a", Day: d, EventID: "x"}, {Tenant: "a", Day: d, EventID: "c"}, {Tenant: "a", Day: d, EventID: "bx"},
+	})
+	if err != nil {
+		t.Fatalf("AuditSeen: %v", err)
+	}
+	if diff := cmp.Diff([]bool{true, false, true}, got); diff != "" {
+		t.Errorf("AuditSeen with stored ids at both ends (-want +got):\n%s", diff)
+	}
 	got, err = b.AuditSeen(t.Context(), nil)
 	if err != nil || len(got) != 0 {
 		t.Errorf("AuditSeen(nil) = %v, %v; want no answers and no error", got, err)
