@@ -468,6 +468,14 @@ func where(q rollup.Filter) (string, []any) {
 		w += " AND device = ?"
 		args = append(args, q.Device)
 	}
+	if q.DeviceFrom != "" {
+		w += " AND device >= ?"
+		args = append(args, q.DeviceFrom)
+	}
+	if q.DeviceTo != "" {
+		w += " AND device < ?"
+		args = append(args, q.DeviceTo)
+	}
 	return w, args
 }
 

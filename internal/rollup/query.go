@@ -54,13 +54,23 @@ func (s Step) Start(ts int64) int64 {
 }
 
 // Filter selects rollup rows: one tenant, a metric (empty: all), a device
-// (empty: all) and the minutes that overlap [From, To) (ms).
+// (empty: all) and the minutes that overlap [From, To) (ms). DeviceFrom
+// and DeviceTo narrow the devices further to [DeviceFrom, DeviceTo) in
+// byte order, either end open when empty: how a day is read a slice of
+// devices at a time.
 type Filter struct {
-	Tenant string
-	Device string
-	Metric string
-	From   int64
-	To     int64
+	Tenant     string
+	Device     string
+	Metric     string
+	From       int64
+	To         int64
+	DeviceFrom string
+	DeviceTo   string
+}
+
+// HasDevice reports whether the filter selects device d.
+func (f Filter) HasDevice(d string) bool {
+	return (f.Device == "" || d == f.Device) && d >= f.DeviceFrom && (f.DeviceTo == "" || d < f.DeviceTo)
 }
 
 // Bucket is the combined aggregate of one step of one device's metric. As

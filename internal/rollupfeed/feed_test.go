@@ -327,6 +327,12 @@ func TestRebuildAndVerifyAfterDamage(t *testing.T) {
 			switch {
 			case x.Device == "a" && x.Metric == "power":
 				damage = append(damage, rollup.Row{Key: x.Key, Writer: x.Writer, Part: x.Part, Version: x.Version + 1})
+				if x.Minute == base.Add(time.Minute).UnixMilli() {
+					// Rollups of a device with no raw readings, named between
+					// two that have some.
+					x.Device = "bb"
+					damage = append(damage, x)
+				}
 			case x.Device == "b" && x.Metric == "temp" && x.Minute == base.UnixMilli():
 				x.Count += 5
 				x.Version++
@@ -346,10 +352,26 @@ func TestRebuildAndVerifyAfterDamage(t *testing.T) {
 		want := []Mismatch{
 			{Device: "a", Metric: "power", Raw: 181, Rollup: 0, Diffs: []string{"count: raw 181, rollup 0", "float_count: raw 181, rollup 0"}},
 			{Device: "b", Metric: "temp", Raw: 180, Rollup: 185, Diffs: []string{"count: raw 180, rollup 185", "float_count: raw 180, rollup 185"}},
+			{Device: "bb", Metric: "power", Raw: 0, Rollup: 60, Diffs: []string{"count: raw 0, rollup 60", "float_count: raw 0, rollup 60"}},
 			{Device: "c", Metric: "power", Raw: 180, Rollup: 240, Diffs: []string{"count: raw 180, rollup 240", "float_count: raw 180, rollup 240"}},
 		}
 		if diff := cmp.Diff(want, res.Mismatches); diff != "" {
 			t.Errorf("mismatches after damage (-want +got):\n%s", diff)
+		}
+		// A device or two at a time, each slice of names read on its own,
+		// finds the same.
+		for _, chunk := range []int{1, 2} {
+			counted := &rowsCounter{Backend: dst}
+			got, err := verify(ctx, r.raw, counted, "acme", day, chunk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(res, got); diff != "" {
+				t.Errorf("verify %d devices at a time differs (-all +chunked):\n%s", chunk, diff)
+			}
+			if counted.most > chunk {
+				t.Errorf("verify %d devices at a time read the rollups of %d devices at once", chunk, counted.most)
+			}
 		}
 
 		var steps []Progress
@@ -357,7 +379,8 @@ func TestRebuildAndVerifyAfterDamage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rb.DeviceDays != 3 || rb.Readings != 3*180*2+1 || len(steps) != 3 || steps[2].Done != 3 || steps[2].Total != 3 {
+		// bb, with rollups and no readings, is rebuilt too: to nothing.
+		if rb.DeviceDays != 4 || rb.Readings != 3*180*2+1 || len(steps) != 4 || steps[3].Done != 4 || steps[3].Total != 4 {
 			t.Errorf("rebuild result %+v, progress %+v", rb, steps)
 		}
 		res, err = Verify(ctx, r.raw, dst, "acme", day)
@@ -397,4 +420,20 @@ func TestDirtyList(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rowsCounter records the most devices one Rows call returned rows of.
+type rowsCounter struct {
+	Backend
+	most int
+}
+
+func (c *rowsCounter) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error) {
+	rows, err := c.Backend.Rows(ctx, f)
+	devices := map[string]bool{}
+	for _, r := range rows {
+		devices[r.Device] = true
+	}
+	c.most = max(c.most, len(devices))
+	return rows, err
 }

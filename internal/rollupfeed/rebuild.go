@@ -223,51 +223,96 @@ type VerifyResult struct {
 // first and last values are not compared: a sum's rounding depends on the
 // order of its terms, which partial rows of earlier gateways change.) The
 // devices are those with a catalogue entry in the raw store or rollups on
-// day; their raw readings are read one device at a time.
+// day; their raw readings are read one device at a time, their rollups
+// verifyChunk devices at a time, so that memory holds those of a chunk
+// rather than the day's (a day of a million devices has millions of rows).
 func Verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day) (VerifyResult, error) {
+	return verify(ctx, raw, dst, tenant, day, verifyChunk)
+}
+
+func verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day, verifyChunk int) (VerifyResult, error) {
 	res := VerifyResult{Day: day}
-	rolled, err := rollupAggregates(ctx, dst, tenant, day)
+	rolled, err := dst.Devices(ctx, tenant, day)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("list devices with rollups on %s: %w", day, err)
 	}
-	err = mergeDevices(ctx, raw, tenant, day, slices.Collect(maps.Keys(rolled)), func(d string) error {
-		readings, err := readAll(ctx, raw, tenant, d, day.Start(), day.End())
+	// The devices are taken verifyChunk at a time, in order, with the
+	// rollups of their range of names: memory holds a chunk's rollups, not
+	// the day's.
+	var chunk []string
+	flush := func(next string) error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		f := rollup.Filter{Tenant: tenant, From: day.Start(), To: day.End(), DeviceFrom: chunk[0], DeviceTo: next}
+		agg, err := rollupAggregates(ctx, dst, f)
 		if err != nil {
 			return err
 		}
-		rawAgg := map[string]*rollup.Bucket{}
-		for _, r := range rollup.Compute(tenant, d, readings, 0) {
-			addRow(rawAgg, r)
-		}
-		metrics := slices.Collect(maps.Keys(rawAgg))
-		for m := range rolled[d] {
-			if _, ok := rawAgg[m]; !ok {
-				metrics = append(metrics, m)
+		for _, d := range chunk {
+			if err := verifyDevice(ctx, raw, tenant, day, d, agg[d], &res); err != nil {
+				return err
 			}
 		}
-		slices.Sort(metrics)
-		for _, m := range metrics {
-			var r, n rollup.Bucket
-			if b := rawAgg[m]; b != nil {
-				r = *b
-			}
-			if b := rolled[d][m]; b != nil {
-				n = *b
-			}
-			res.RawRows += int64(r.Count)
-			res.RollupRows += int64(n.Count)
-			if diffs := compareAggregates(r, n); len(diffs) > 0 {
-				res.Mismatches = append(res.Mismatches, Mismatch{Device: d, Metric: m, Raw: int64(r.Count), Rollup: int64(n.Count), Diffs: diffs})
+		chunk = chunk[:0]
+		return nil
+	}
+	err = mergeDevices(ctx, raw, tenant, day, rolled, func(d string) error {
+		if len(chunk) == verifyChunk {
+			if err := flush(d); err != nil {
+				return err
 			}
 		}
-		res.Devices++
-		res.Metrics += len(metrics)
+		chunk = append(chunk, d)
 		return nil
 	})
+	if err == nil {
+		err = flush("")
+	}
 	if err != nil {
 		return VerifyResult{Day: day}, err
 	}
 	return res, nil
+}
+
+// verifyChunk is how many devices Verify compares at a time.
+const verifyChunk = 2048
+
+// verifyDevice compares device d's raw readings on day with its rollups
+// (rolled, by metric) and adds the outcome to res.
+func verifyDevice(ctx context.Context, raw Raw, tenant string, day model.Day, d string, rolled map[string]*rollup.Bucket, res *VerifyResult) error {
+	readings, err := readAll(ctx, raw, tenant, d, day.Start(), day.End())
+	if err != nil {
+		return err
+	}
+	rawAgg := map[string]*rollup.Bucket{}
+	for _, r := range rollup.Compute(tenant, d, readings, 0) {
+		addRow(rawAgg, r)
+	}
+	metrics := slices.Collect(maps.Keys(rawAgg))
+	for m := range rolled {
+		if _, ok := rawAgg[m]; !ok {
+			metrics = append(metrics, m)
+		}
+	}
+	slices.Sort(metrics)
+	for _, m := range metrics {
+		var r, n rollup.Bucket
+		if b := rawAgg[m]; b != nil {
+			r = *b
+		}
+		if b := rolled[m]; b != nil {
+			n = *b
+		}
+		res.RawRows += int64(r.Count)
+		res.RollupRows += int64(n.Count)
+		if diffs := compareAggregates(r, n); len(diffs) > 0 {
+			res.Mismatches = append(res.Mismatches, Mismatch{Device: d, Metric: m, Raw: int64(r.Count), Rollup: int64(n.Count), Diffs: diffs})
+		}
+	}
+	res.Devices++
+	res.Metrics += len(metrics)
+	return nil
 }
 
 // compareAggregates names every aggregate Verify compares that differs
@@ -307,10 +352,10 @@ func addRow(agg map[string]*rollup.Bucket, r rollup.Row) {
 
 // rollupAggregates returns what the rollups of tenant hold on day, by
 // device and metric, each folded into one bucket.
-func rollupAggregates(ctx context.Context, dst Backend, tenant string, day model.Day) (map[string]map[string]*rollup.Bucket, error) {
-	rows, err := dst.Rows(ctx, rollup.Filter{Tenant: tenant, From: day.Start(), To: day.End()})
+func rollupAggregates(ctx context.Context, dst Backend, f rollup.Filter) (map[string]map[string]*rollup.Bucket, error) {
+	rows, err := dst.Rows(ctx, f)
 	if err != nil {
-		return nil, fmt.Errorf("read rollups of %s: %w", day, err)
+		return nil, fmt.Errorf("read rollups of devices %q to %q: %w", f.DeviceFrom, f.DeviceTo, err)
 	}
 	out := map[string]map[string]*rollup.Bucket{}
 	for _, r := range rows {

@@ -185,25 +185,29 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 	}
 	var out []rollup.Row
 	var ok bool
-	// scan reads the rows under p from the iterator's position on.
-	scan := func(p []byte) error {
-		for ; ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
+	// scan reads the rows under p, and below end if it is not nil, from the
+	// iterator's position on.
+	scan := func(p, end []byte) error {
+		for ; ok && bytes.HasPrefix(it.Key(), p) && (end == nil || bytes.Compare(it.Key(), end) < 0); ok = it.Next() {
 			r, err := decode(it.Key(), it.Value())
 			if err != nil {
 				return err
 			}
-			if r.Count == 0 || r.Minute < from || r.Minute >= to || f.Device != "" && r.Device != f.Device {
+			if r.Count == 0 || r.Minute < from || r.Minute >= to || !f.HasDevice(r.Device) {
 				continue
 			}
 			out = append(out, r)
 		}
 		return nil
 	}
+	devices := f.Device != "" || f.DeviceFrom != "" || f.DeviceTo != ""
 	for day := first; day <= last; {
-		if f.Device != "" && f.Metric == "" && f.Tenant != "" {
-			// One device, every metric: the device sits under each metric
+		if devices && f.Metric == "" && f.Tenant != "" {
+			// Some devices, every metric: the devices sit under each metric
 			// of the tenant-day, so jump from metric to metric instead of
-			// reading every device's rows.
+			// reading every device's rows. A device's key part is its name
+			// and a 0, so names order their keys, and a key is below the
+			// bytes of DeviceTo exactly when its device is.
 			tp := prefix(nil, day, f.Tenant, "", "")
 			for ok = it.SeekGE(tp); ok && bytes.HasPrefix(it.Key(), tp); {
 				rest := it.Key()[len(tp):]
@@ -214,8 +218,15 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 				}
 				metric := string(rest[:i])
 				mp := prefix(nil, day, f.Tenant, metric, f.Device)
-				ok = it.SeekGE(mp)
-				if err := scan(mp); err != nil {
+				lo, end := mp, []byte(nil)
+				if f.Device == "" {
+					lo = append(bytes.Clone(mp), f.DeviceFrom...)
+					if f.DeviceTo != "" {
+						end = append(bytes.Clone(mp), f.DeviceTo...)
+					}
+				}
+				ok = it.SeekGE(lo)
+				if err := scan(mp, end); err != nil {
 					_ = it.Close()
 					return nil, err
 				}
@@ -224,7 +235,7 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 		} else {
 			p := prefix(nil, day, f.Tenant, f.Metric, f.Device)
 			ok = it.SeekGE(p)
-			if err := scan(p); err != nil {
+			if err := scan(p, nil); err != nil {
 				_ = it.Close()
 				return nil, err
 			}
