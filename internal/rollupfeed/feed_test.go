@@ -328,9 +328,11 @@ func TestRebuildAndVerifyAfterDamage(t *testing.T) {
 			case x.Device == "a" && x.Metric == "power":
 				damage = append(damage, rollup.Row{Key: x.Key, Writer: x.Writer, Part: x.Part, Version: x.Version + 1})
 				if x.Minute == base.Add(time.Minute).UnixMilli() {
-					// Rollups of a device with no raw readings, named between
-					// two that have some.
+					// Rollups of devices with no raw readings, named between
+					// two that have some, and after the last.
 					x.Device = "bb"
+					damage = append(damage, x)
+					x.Device = "d"
 					damage = append(damage, x)
 				}
 			case x.Device == "b" && x.Metric == "temp" && x.Minute == base.UnixMilli():
@@ -354,6 +356,7 @@ func TestRebuildAndVerifyAfterDamage(t *testing.T) {
 			{Device: "b", Metric: "temp", Raw: 180, Rollup: 185, Diffs: []string{"count: raw 180, rollup 185", "float_count: raw 180, rollup 185"}},
 			{Device: "bb", Metric: "power", Raw: 0, Rollup: 60, Diffs: []string{"count: raw 0, rollup 60", "float_count: raw 0, rollup 60"}},
 			{Device: "c", Metric: "power", Raw: 180, Rollup: 240, Diffs: []string{"count: raw 180, rollup 240", "float_count: raw 180, rollup 240"}},
+			{Device: "d", Metric: "power", Raw: 0, Rollup: 60, Diffs: []string{"count: raw 0, rollup 60", "float_count: raw 0, rollup 60"}},
 		}
 		if diff := cmp.Diff(want, res.Mismatches); diff != "" {
 			t.Errorf("mismatches after damage (-want +got):\n%s", diff)
@@ -379,8 +382,9 @@ func TestRebuildAndVerifyAfterDamage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// bb, with rollups and no readings, is rebuilt too: to nothing.
-		if rb.DeviceDays != 4 || rb.Readings != 3*180*2+1 || len(steps) != 4 || steps[3].Done != 4 || steps[3].Total != 4 {
+		// bb and d, with rollups and no readings, are rebuilt too: to
+		// nothing.
+		if rb.DeviceDays != 5 || rb.Readings != 3*180*2+1 || len(steps) != 5 || steps[4].Done != 5 || steps[4].Total != 5 {
 			t.Errorf("rebuild result %+v, progress %+v", rb, steps)
 		}
 		res, err = Verify(ctx, r.raw, dst, "acme", day)

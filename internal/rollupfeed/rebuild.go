@@ -234,7 +234,7 @@ func verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.
 	res := VerifyResult{Day: day}
 	rolled, err := dst.Devices(ctx, tenant, day)
 	if err != nil {
-		return res, fmt.Errorf("list devices with rollups on %s: %w", day, err)
+		return res, fmt.Errorf("verify %s: %w", day, err)
 	}
 	// The devices are taken verifyChunk at a time, in order, with the
 	// rollups of their range of names: memory holds a chunk's rollups, not
@@ -249,6 +249,14 @@ func verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.
 		if err != nil {
 			return err
 		}
+		// A device whose first rollups came after the list was read is in
+		// its range too: verified with the others.
+		for d := range agg {
+			if _, found := slices.BinarySearch(chunk, d); !found {
+				chunk = append(chunk, d)
+			}
+		}
+		slices.Sort(chunk)
 		for _, d := range chunk {
 			if err := verifyDevice(ctx, raw, tenant, day, d, agg[d], &res); err != nil {
 				return err
@@ -257,7 +265,13 @@ func verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.
 		chunk = chunk[:0]
 		return nil
 	}
+	prev, first := "", true
 	err = mergeDevices(ctx, raw, tenant, day, rolled, func(d string) error {
+		// The ranges hold only if the names come in order.
+		if !first && d <= prev {
+			return fmt.Errorf("verify %s: device %q listed after %q: the raw store's devices are not in order", day, d, prev)
+		}
+		prev, first = d, false
 		if len(chunk) == verifyChunk {
 			if err := flush(d); err != nil {
 				return err
@@ -355,7 +369,7 @@ func addRow(agg map[string]*rollup.Bucket, r rollup.Row) {
 func rollupAggregates(ctx context.Context, dst Backend, f rollup.Filter) (map[string]map[string]*rollup.Bucket, error) {
 	rows, err := dst.Rows(ctx, f)
 	if err != nil {
-		return nil, fmt.Errorf("read rollups of devices %q to %q: %w", f.DeviceFrom, f.DeviceTo, err)
+		return nil, fmt.Errorf("read rollups of %s, devices %q to %q: %w", model.DayOf(f.From), f.DeviceFrom, f.DeviceTo, err)
 	}
 	out := map[string]map[string]*rollup.Bucket{}
 	for _, r := range rows {
