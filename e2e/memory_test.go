@@ -334,10 +334,12 @@ func verifyRollups(tb testing.TB, g *gateway, day time.Time) client.Verification
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	start := time.Now()
 	v, err := g.client().VerifyRollups(ctx, day.Format(time.DateOnly))
 	if err != nil {
 		tb.Fatalf("verify rollups: %v", err)
 	}
+	tb.Logf("verified %d devices in %s", v.Devices, time.Since(start).Round(time.Millisecond))
 	return v
 }
 

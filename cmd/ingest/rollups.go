@@ -76,12 +76,13 @@ func startRollups(cfg config.Config, raw rollupfeed.Raw, logger *slog.Logger, re
 	}
 	r.marks = marks
 	var opts []rollupfeed.Option
+	var apiOpts []rollupapi.Option
 	if pb, ok := raw.(*pebblestore.Store); ok {
-		// A recompute makes one small read per device: through a session,
-		// each costs a seek instead of a new iterator.
-		opts = append(opts, rollupfeed.WithReadSessions(func(ctx context.Context) (rollupfeed.ReadSession, error) {
-			return pb.NewReads(ctx)
-		}))
+		// A recompute, and verify, make one small read per device: through
+		// a session, each costs a seek instead of a new iterator.
+		open := func(ctx context.Context) (rollupfeed.ReadSession, error) { return pb.NewReads(ctx) }
+		opts = append(opts, rollupfeed.WithReadSessions(open))
+		apiOpts = append(apiOpts, rollupapi.WithReadSessions(open))
 	}
 	if r.emb != nil {
 		// Local and durable: no outbox write per row; the outbox keeps only
@@ -95,8 +96,8 @@ func startRollups(cfg config.Config, raw rollupfeed.Raw, logger *slog.Logger, re
 		r.closeBackend()
 		return nil, err
 	}
-	r.api = rollupapi.New(raw, dst, rollupapi.OutboxStatus(backend, ob, logger), time.Now, logger,
-		rollupapi.WithReadConfig(cfg.Read), rollupapi.WithRebuilds(cfg.Rollups.MaxRebuilds, cfg.Rollups.RebuildTimeout))
+	apiOpts = append(apiOpts, rollupapi.WithReadConfig(cfg.Read), rollupapi.WithRebuilds(cfg.Rollups.MaxRebuilds, cfg.Rollups.RebuildTimeout))
+	r.api = rollupapi.New(raw, dst, rollupapi.OutboxStatus(backend, ob, logger), time.Now, logger, apiOpts...)
 	r.api.ClearOnRebuild(ob)
 	logger.Info("rollups on", "backend", backend, "clickhouse_addr", cfg.Rollups.ClickHouse.Addr, "roll_delay", cfg.Rollups.RollDelay)
 	return r, nil

@@ -363,9 +363,14 @@ func TestRebuildAndVerifyAfterDamage(t *testing.T) {
 		}
 		// A device or two at a time, each slice of names read on its own,
 		// finds the same.
-		for _, chunk := range []int{1, 2} {
+		sessions := func(ctx context.Context) (ReadSession, error) { return r.raw.NewReads(ctx) }
+		for _, chunk := range []int{1, 2, 1000} {
 			counted := &rowsCounter{Backend: dst}
-			got, err := verify(ctx, r.raw, counted, "acme", day, chunk)
+			open := sessions
+			if chunk == 2 {
+				open = nil // through the store itself
+			}
+			got, err := verify(ctx, r.raw, counted, "acme", day, chunk, open)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -226,11 +226,29 @@ type VerifyResult struct {
 // day; their raw readings are read one device at a time, their rollups
 // verifyChunk devices at a time, so that memory holds those of a chunk
 // rather than the day's (a day of a million devices has millions of rows).
-func Verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day) (VerifyResult, error) {
-	return verify(ctx, raw, dst, tenant, day, verifyChunk)
+func Verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day, opts ...VerifyOption) (VerifyResult, error) {
+	var o verifyOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return verify(ctx, raw, dst, tenant, day, verifyChunk, o.sessions)
 }
 
-func verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day, verifyChunk int) (VerifyResult, error) {
+// VerifyOption changes how Verify reads.
+type VerifyOption func(*verifyOptions)
+
+type verifyOptions struct {
+	sessions func(ctx context.Context) (ReadSession, error)
+}
+
+// ReadThrough has Verify read each chunk's raw readings through a session
+// opened by open: a device's read then costs a seek, not new iterators.
+func ReadThrough(open func(ctx context.Context) (ReadSession, error)) VerifyOption {
+	return func(o *verifyOptions) { o.sessions = open }
+}
+
+func verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day, verifyChunk int,
+	sessions func(ctx context.Context) (ReadSession, error)) (VerifyResult, error) {
 	res := VerifyResult{Day: day}
 	rolled, err := dst.Devices(ctx, tenant, day)
 	if err != nil {
@@ -257,8 +275,17 @@ func verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.
 			}
 		}
 		slices.Sort(chunk)
+		var src reader.Store = raw
+		if sessions != nil {
+			s, err := sessions(ctx)
+			if err != nil {
+				return fmt.Errorf("verify %s: open a read session: %w", day, err)
+			}
+			defer func() { _ = s.Close() }() // read-only: nothing to lose
+			src = s
+		}
 		for _, d := range chunk {
-			if err := verifyDevice(ctx, raw, tenant, day, d, agg[d], &res); err != nil {
+			if err := verifyDevice(ctx, src, tenant, day, d, agg[d], &res); err != nil {
 				return err
 			}
 		}
@@ -294,7 +321,7 @@ const verifyChunk = 2048
 
 // verifyDevice compares device d's raw readings on day with its rollups
 // (rolled, by metric) and adds the outcome to res.
-func verifyDevice(ctx context.Context, raw Raw, tenant string, day model.Day, d string, rolled map[string]*rollup.Bucket, res *VerifyResult) error {
+func verifyDevice(ctx context.Context, raw reader.Store, tenant string, day model.Day, d string, rolled map[string]*rollup.Bucket, res *VerifyResult) error {
 	readings, err := readAll(ctx, raw, tenant, d, day.Start(), day.End())
 	if err != nil {
 		return err
