@@ -152,11 +152,16 @@ func (l *Log) Seal(ctx context.Context, tenant, stream string, d model.Day) (*Da
 		f = pf.Clone()
 	}
 	first := f.Size
-	// The day's leaf hashes are held for its consistency proof: sized up
-	// front from the catalogue, they are not copied as they grow.
-	rows, err := dayRows(ctx, l.st, tenant, stream, d)
+	infos, err := dayParts(ctx, l.st, tenant, stream, d)
 	if err != nil {
 		return nil, fmt.Errorf("seal %s/%s/%s: %w", tenant, stream, d, err)
+	}
+	// The day's leaf hashes are held for its consistency proof: sized up
+	// front from the catalogue's row counts (the events, and any stored
+	// twice), they are not copied as they grow.
+	var rows int64
+	for _, pi := range infos {
+		rows += max(pi.Rows, 0)
 	}
 	leaves := make([]tree.Hash, 0, min(rows, maxPresizedLeaves))
 	chunk := make([]store.AuditLeaf, 0, leavesPerChunk)
@@ -174,7 +179,7 @@ func (l *Log) Seal(ctx context.Context, tenant, stream string, d model.Day) (*Da
 	}
 	var hasher canon.Hasher
 	var blocks blockHashes
-	err = eachEvent(ctx, l.st, tenant, stream, d, func(e *model.AuditEvent) error {
+	err = eachEventOfDay(ctx, l.st, tenant, stream, d, infos, func(e *model.AuditEvent) error {
 		h := hasher.EventHash(e)
 		if block, ok := f.AppendBlock(h, blockLevel); ok {
 			if len(blocks.hashes) == 0 {
@@ -247,18 +252,9 @@ func (l *Log) Seal(ctx context.Context, tenant, stream string, d model.Day) (*Da
 // (32 MiB of hashes); a larger day grows the slice.
 const maxPresizedLeaves = 1 << 20
 
-// dayRows is the number of rows the catalogue counts in a stream-day: the
-// events, and any stored twice.
-func dayRows(ctx context.Context, st reader.Store, tenant, stream string, d model.Day) (int64, error) {
-	parts, err := reader.Partitions(ctx, st, model.SeriesDay{Kind: model.KindAudit, Tenant: tenant, Series: stream, Day: d})
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, pi := range parts {
-		n += max(pi.Rows, 0)
-	}
-	return n, nil
+// dayParts reads the catalogue of a stream-day.
+func dayParts(ctx context.Context, st reader.Store, tenant, stream string, d model.Day) ([]model.PartitionInfo, error) {
+	return reader.Partitions(ctx, st, model.SeriesDay{Kind: model.KindAudit, Tenant: tenant, Series: stream, Day: d})
 }
 
 // eachEvent calls fn with the events of a stream-day in (ts, event_id)
@@ -278,9 +274,57 @@ type dayStreamer interface {
 // copy of the event it is given, not the pointer; a string kept from many
 // events should be cloned, as it may share a block with other events.
 func eachEventIn(ctx context.Context, st reader.Store, tenant, stream string, from, to int64, fn func(*model.AuditEvent) error) error {
-	if ds, ok := st.(dayStreamer); ok {
-		return eachEventStreamed(ctx, st, ds, tenant, stream, from, to, fn)
+	if _, ok := st.(dayStreamer); !ok {
+		return eachEventPaged(ctx, st, tenant, stream, from, to, fn)
 	}
+	for d := model.DayOf(from); d.Start() < to; d++ {
+		infos, err := dayParts(ctx, st, tenant, stream, d)
+		if err != nil {
+			return fmt.Errorf("read events: %w", err)
+		}
+		if err := eachEventOfDayIn(ctx, st, tenant, stream, max(from, d.Start()), min(to, d.End()), infos, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eachEventOfDay is eachEvent on a day whose catalogue, infos, the caller
+// has read.
+func eachEventOfDay(ctx context.Context, st reader.Store, tenant, stream string, d model.Day, infos []model.PartitionInfo, fn func(*model.AuditEvent) error) error {
+	return eachEventOfDayIn(ctx, st, tenant, stream, d.Start(), d.End(), infos, fn)
+}
+
+// eachEventOfDayIn calls fn with the events of [from, to), inside one day
+// whose catalogue is infos: streamed from the partitions that overlap it
+// on a dayStreamer, read in pages otherwise.
+func eachEventOfDayIn(ctx context.Context, st reader.Store, tenant, stream string, from, to int64, infos []model.PartitionInfo, fn func(*model.AuditEvent) error) error {
+	ds, ok := st.(dayStreamer)
+	if !ok {
+		return eachEventPaged(ctx, st, tenant, stream, from, to, fn)
+	}
+	var parts []model.PartitionKey
+	for _, pi := range infos {
+		if pi.Overlaps(from, to) {
+			parts = append(parts, pi.Key)
+		}
+	}
+	var fnErr error
+	err := ds.EachAudit(ctx, parts, store.Range{From: from, To: to}, func(e *model.AuditEvent) error {
+		fnErr = fn(e)
+		return fnErr
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	if err != nil {
+		return fmt.Errorf("read events: %w", err)
+	}
+	return nil
+}
+
+// eachEventPaged is eachEventIn through the read API's pages.
+func eachEventPaged(ctx context.Context, st reader.Store, tenant, stream string, from, to int64, fn func(*model.AuditEvent) error) error {
 	q := reader.Query{Tenant: tenant, Series: stream, From: from, To: to, Limit: reader.MaxLimit}
 	for {
 		evs, next, err := reader.Audit(ctx, st, q)
@@ -297,36 +341,6 @@ func eachEventIn(ctx context.Context, st reader.Store, tenant, stream string, fr
 		}
 		q.Cursor = next
 	}
-}
-
-// eachEventStreamed is eachEventIn on a dayStreamer: day by day, the
-// partitions of the day's catalogue that overlap [from, to).
-func eachEventStreamed(ctx context.Context, st reader.Store, ds dayStreamer, tenant, stream string, from, to int64, fn func(*model.AuditEvent) error) error {
-	for d := model.DayOf(from); d.Start() < to; d++ {
-		infos, err := reader.Partitions(ctx, st, model.SeriesDay{Kind: model.KindAudit, Tenant: tenant, Series: stream, Day: d})
-		if err != nil {
-			return fmt.Errorf("read events: %w", err)
-		}
-		r := store.Range{From: max(from, d.Start()), To: min(to, d.End())}
-		var parts []model.PartitionKey
-		for _, pi := range infos {
-			if pi.Overlaps(r.From, r.To) {
-				parts = append(parts, pi.Key)
-			}
-		}
-		var fnErr error
-		err = ds.EachAudit(ctx, parts, r, func(e *model.AuditEvent) error {
-			fnErr = fn(e)
-			return fnErr
-		})
-		if fnErr != nil {
-			return fnErr
-		}
-		if err != nil {
-			return fmt.Errorf("read events: %w", err)
-		}
-	}
-	return nil
 }
 
 // LastSealable is the last day that may be sealed at now.
