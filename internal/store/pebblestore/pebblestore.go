@@ -201,24 +201,7 @@ func catalogues(ctx context.Context, src iterSource, sds []model.SeriesDay) ([][
 	if len(sds) == 0 {
 		return out, nil
 	}
-	// The prefixes share one buffer: built first, then sliced, since
-	// appending may move it.
-	var buf []byte
-	ends := make([]int, len(sds))
-	for i, sd := range sds {
-		buf = seriesDayCataloguePrefix(buf, sd)
-		ends[i] = len(buf)
-	}
-	prefixes := make([][]byte, len(sds))
-	order := make([]int, len(sds))
-	for i, end := range ends {
-		start := 0
-		if i > 0 {
-			start = ends[i-1]
-		}
-		prefixes[i], order[i] = buf[start:end:end], i
-	}
-	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(prefixes[a], prefixes[b]) })
+	prefixes, order := sortedKeys(len(sds), func(b []byte, i int) []byte { return seriesDayCataloguePrefix(b, sds[i]) })
 	it, release, err := src.iter(ctx, prefixes[order[0]], prefixEnd(prefixes[order[len(order)-1]]))
 	if err != nil {
 		return nil, fmt.Errorf("read catalogues of %d series-days: %w", len(sds), err)
@@ -256,6 +239,27 @@ func catalogues(ctx context.Context, src iterSource, sds []model.SeriesDay) ([][
 	return out, nil
 }
 
+// sortedKeys builds n keys with appendKey into one shared buffer and
+// returns them with their indexes in key order: what a batch of lookups
+// through one iterator, seeking forward, needs.
+func sortedKeys(n int, appendKey func(b []byte, i int) []byte) (keys [][]byte, order []int) {
+	// Built first, then sliced, since appending may move the buffer.
+	var buf []byte
+	ends := make([]int, n)
+	for i := range n {
+		buf = appendKey(buf, i)
+		ends[i] = len(buf)
+	}
+	keys, order = make([][]byte, n), make([]int, n)
+	start := 0
+	for i, end := range ends {
+		keys[i], order[i] = buf[start:end:end], i
+		start = end
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(keys[a], keys[b]) })
+	return keys, order
+}
+
 // AuditSeen reports, for each id, whether an event with that id is stored.
 // It looks the ids up in key order through one iterator: a Get per id
 // would open the iterators of every level's table again and read its index
@@ -266,27 +270,10 @@ func (s *Store) AuditSeen(ctx context.Context, ids []store.AuditID) ([]bool, err
 	if len(ids) == 0 {
 		return seen, nil
 	}
-	var buf []byte
-	ends := make([]int, len(ids))
-	for i, id := range ids {
-		buf = auditIDKey(buf, id.Tenant, id.Day, id.EventID)
-		ends[i] = len(buf)
-	}
-	key := func(i int) []byte {
-		start := 0
-		if i > 0 {
-			start = ends[i-1]
-		}
-		return buf[start:ends[i]]
-	}
-	order := make([]int, len(ids))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(key(a), key(b)) })
+	keys, order := sortedKeys(len(ids), func(b []byte, i int) []byte { return auditIDKey(b, ids[i].Tenant, ids[i].Day, ids[i].EventID) })
 	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{
-		LowerBound: key(order[0]),
-		UpperBound: append(bytes.Clone(key(order[len(order)-1])), 0),
+		LowerBound: keys[order[0]],
+		UpperBound: append(bytes.Clone(keys[order[len(order)-1]]), 0),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("look up %d audit ids: %w", len(ids), err)
@@ -298,7 +285,7 @@ func (s *Store) AuditSeen(ctx context.Context, ids []store.AuditID) ([]bool, err
 				return nil, err
 			}
 		}
-		k := key(i)
+		k := keys[i]
 		if !it.SeekGE(k) {
 			// The next seek clears a read error: an id must not be taken
 			// for unseen because its read failed.
