@@ -148,3 +148,29 @@ func TestPendingWeight(t *testing.T) {
 		}
 	}
 }
+
+// TestPendingTakeByWeight checks that max bounds the set's weight, not its
+// minutes: one device with many minutes pending is not recomputed early,
+// while as many devices of a minute each are.
+func TestPendingTakeByWeight(t *testing.T) {
+	now := time.Now()
+	due := now.Add(-time.Minute) // every minute below is newer: early
+	const max, minutes = 100, 400
+	one := newPendingSet()
+	for m := range minutes {
+		one.add(rollmarks.Minute{Tenant: "t", Device: "d", Minute: int64(m) * 60_000}, 1, now)
+	}
+	if one.minutes <= max || one.weight() > max {
+		t.Fatalf("setup: %d minutes of weight %d against max %d", one.minutes, one.weight(), max)
+	}
+	if got := one.take(now, due, max, 1<<20, false); len(got) != 0 {
+		t.Errorf("one device of %d minutes (weight %d) was taken early under max %d", minutes, one.weight(), max)
+	}
+	many := newPendingSet()
+	for d := range minutes {
+		many.add(rollmarks.Minute{Tenant: "t", Device: fmt.Sprint("d", d), Minute: 0}, 1, now)
+	}
+	if got := many.take(now, due, max, 1<<20, false); len(got) == 0 {
+		t.Errorf("%d devices of a minute each (weight %d) were not taken early under max %d", minutes, minutes, max)
+	}
+}
