@@ -363,13 +363,15 @@ func TestRebuildAndVerifyAfterDamage(t *testing.T) {
 		}
 		// A device or two at a time, each slice of names read on its own,
 		// finds the same.
-		sessions := func(ctx context.Context) (ReadSession, error) { return r.raw.NewReads(ctx) }
+		opened := 0
+		sessions := func(ctx context.Context) (ReadSession, error) { opened++; return r.raw.NewReads(ctx) }
 		for _, chunk := range []int{1, 2, 1000} {
 			counted := &rowsCounter{Backend: dst}
 			open := sessions
 			if chunk == 2 {
 				open = nil // through the store itself
 			}
+			opened = 0
 			got, err := verify(ctx, r.raw, counted, "acme", day, chunk, open)
 			if err != nil {
 				t.Fatal(err)
@@ -379,6 +381,20 @@ func TestRebuildAndVerifyAfterDamage(t *testing.T) {
 			}
 			if counted.most > chunk {
 				t.Errorf("verify %d devices at a time read the rollups of %d devices at once", chunk, counted.most)
+			}
+			if open != nil && opened == 0 {
+				t.Errorf("verify %d devices at a time opened no read session", chunk)
+			}
+		}
+		// Devices whose first rollups come after the list of devices was
+		// read (here: left out of it) are verified with their range.
+		for _, chunk := range []int{1, 2} {
+			got, err := verify(ctx, r.raw, &hideDevices{Backend: dst, hide: []string{"bb", "d"}}, "acme", day, chunk, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(res, got); diff != "" {
+				t.Errorf("verify %d at a time, bb and d missing from the list, differs (-all +chunked):\n%s", chunk, diff)
 			}
 		}
 
@@ -445,4 +461,16 @@ func (c *rowsCounter) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, 
 	}
 	c.most = max(c.most, len(devices))
 	return rows, err
+}
+
+// hideDevices leaves some devices out of the list of devices with rollups,
+// as if their first rollups came after it was read.
+type hideDevices struct {
+	Backend
+	hide []string
+}
+
+func (h *hideDevices) Devices(ctx context.Context, tenant string, day model.Day) ([]string, error) {
+	ds, err := h.Backend.Devices(ctx, tenant, day)
+	return slices.DeleteFunc(ds, func(d string) bool { return slices.Contains(h.hide, d) }), err
 }

@@ -257,20 +257,25 @@ func verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.
 	// The devices are taken verifyChunk at a time, in order, with the
 	// rollups of their range of names: memory holds a chunk's rollups, not
 	// the day's.
+	// The ranges tile the names: the first starts at "", each ends where
+	// the next chunk starts, the last is open.
 	var chunk []string
+	from := ""
 	flush := func(next string) error {
 		if len(chunk) == 0 {
 			return nil
 		}
-		f := rollup.Filter{Tenant: tenant, From: day.Start(), To: day.End(), DeviceFrom: chunk[0], DeviceTo: next}
+		f := rollup.Filter{Tenant: tenant, From: day.Start(), To: day.End(), DeviceFrom: from, DeviceTo: next}
+		from = next
 		agg, err := rollupAggregates(ctx, dst, f)
 		if err != nil {
 			return err
 		}
 		// A device whose first rollups came after the list was read is in
 		// its range too: verified with the others.
+		listed := len(chunk)
 		for d := range agg {
-			if _, found := slices.BinarySearch(chunk, d); !found {
+			if _, found := slices.BinarySearch(chunk[:listed], d); !found {
 				chunk = append(chunk, d)
 			}
 		}
