@@ -79,14 +79,11 @@ func bigReadings(w io.Writer, dev string, rows, metrics int) {
 // for the store: sink.queue_rows, or one request of limits.max_rows ×
 // limits.max_metrics if that is more (it runs alone).
 func memoryFormula(bodyBudget, rows int64) int64 {
-	const (
-		// The runtime and the idle gateway (~40 MiB); the embedded store:
-		// store.pebble.cache_bytes (32 MiB) and two memtables of 32 MiB;
-		// the rollups' databases (176 MiB): the shares of the default
-		// memory budget.
-		baseline = (40 + 32 + 2*32 + 176) << 20
-		gcFactor = 2 // GOGC=100: the heap may reach twice what is live
-	)
+	// The runtime and the idle gateway (~40 MiB), and what the default
+	// memory budget gives outside the Go heap: the embedded store's cache
+	// and memtables and the rollups' databases.
+	baseline := 40<<20 + membudget.For(membudget.Default, membudget.All).OffHeap()
+	const gcFactor = 2 // GOGC=100: the heap may reach twice what is live
 	return baseline + gcFactor*(bodyBudget+rows*rowBytes)
 }
 
