@@ -76,13 +76,10 @@ func startRollups(cfg config.Config, raw rollupfeed.Raw, logger *slog.Logger, re
 	}
 	r.marks = marks
 	var opts []rollupfeed.Option
-	var apiOpts []rollupapi.Option
 	if pb, ok := raw.(*pebblestore.Store); ok {
 		// A recompute, and verify, make one small read per device: through
 		// a session, each costs a seek instead of a new iterator.
-		open := func(ctx context.Context) (rollupfeed.ReadSession, error) { return pb.NewReads(ctx) }
-		opts = append(opts, rollupfeed.WithReadSessions(open))
-		apiOpts = append(apiOpts, rollupapi.WithReadSessions(open))
+		raw = pebbleSessions{pb}
 	}
 	if r.emb != nil {
 		// Local and durable: no outbox write per row; the outbox keeps only
@@ -96,8 +93,8 @@ func startRollups(cfg config.Config, raw rollupfeed.Raw, logger *slog.Logger, re
 		r.closeBackend()
 		return nil, err
 	}
-	apiOpts = append(apiOpts, rollupapi.WithReadConfig(cfg.Read), rollupapi.WithRebuilds(cfg.Rollups.MaxRebuilds, cfg.Rollups.RebuildTimeout))
-	r.api = rollupapi.New(raw, dst, rollupapi.OutboxStatus(backend, ob, logger), time.Now, logger, apiOpts...)
+	r.api = rollupapi.New(raw, dst, rollupapi.OutboxStatus(backend, ob, logger), time.Now, logger,
+		rollupapi.WithReadConfig(cfg.Read), rollupapi.WithRebuilds(cfg.Rollups.MaxRebuilds, cfg.Rollups.RebuildTimeout))
 	r.api.ClearOnRebuild(ob)
 	logger.Info("rollups on", "backend", backend, "clickhouse_addr", cfg.Rollups.ClickHouse.Addr, "roll_delay", cfg.Rollups.RollDelay)
 	return r, nil
@@ -168,4 +165,12 @@ func migrateRollups(ctx context.Context, cfg config.Config, stdout io.Writer, lo
 	fmt.Fprintf(stdout, "rollups: ClickHouse %s (server %d.%d): %d statements applied, table %s ready\n",
 		cfg.Rollups.ClickHouse.Addr, major, minor, len(stmts), ch.Table())
 	return nil
+}
+
+// pebbleSessions offers the embedded store's read sessions to the rollups
+// (rollupfeed.SessionStore).
+type pebbleSessions struct{ *pebblestore.Store }
+
+func (p pebbleSessions) NewSession(ctx context.Context) (rollupfeed.ReadSession, error) {
+	return p.NewReads(ctx)
 }

@@ -78,14 +78,13 @@ func OutboxStatus(backend string, ob *outbox.Outbox, logger *slog.Logger) Status
 
 // Handler serves the endpoints.
 type Handler struct {
-	raw      rollupfeed.Raw
-	sessions func(ctx context.Context) (rollupfeed.ReadSession, error) // nil: verify reads through raw
-	dst      Backend
-	status   Status
-	now      func() time.Time
-	logger   *slog.Logger
-	read     readapi.Config
-	marks    DirtyMarks // nil: rebuilds clear no marks
+	raw    rollupfeed.Raw
+	dst    Backend
+	status Status
+	now    func() time.Time
+	logger *slog.Logger
+	read   readapi.Config
+	marks  DirtyMarks // nil: rebuilds clear no marks
 	// rebuilds holds a token per running rebuild (rollups.max_rebuilds).
 	rebuilds       chan struct{}
 	rebuildTimeout time.Duration
@@ -99,13 +98,6 @@ type Option func(*Handler)
 // readapi.DefaultConfig).
 func WithReadConfig(c readapi.Config) Option {
 	return func(h *Handler) { h.read = c }
-}
-
-// WithReadSessions has verify read the raw store through sessions opened
-// by open (pebblestore.Reads): a device's read costs a seek instead of new
-// iterators.
-func WithReadSessions(open func(ctx context.Context) (rollupfeed.ReadSession, error)) Option {
-	return func(h *Handler) { h.sessions = open }
 }
 
 // WithRebuilds lets at most max rebuilds run at once, each for at most
@@ -346,11 +338,7 @@ func (h *Handler) Verify(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.deadline(r)
 	defer cancel()
-	var opts []rollupfeed.VerifyOption
-	if h.sessions != nil {
-		opts = append(opts, rollupfeed.ReadThrough(h.sessions))
-	}
-	res, err := rollupfeed.Verify(ctx, h.raw, h.dst, httpx.Tenant(r.Context()), day, opts...)
+	res, err := rollupfeed.Verify(ctx, h.raw, h.dst, httpx.Tenant(r.Context()), day)
 	if err != nil {
 		h.fail(w, r, "verify rollups", err)
 		return

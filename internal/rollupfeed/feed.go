@@ -195,7 +195,7 @@ type Feed struct {
 	stopShp  context.CancelFunc
 	shpDone  chan struct{}
 
-	sessions     func(ctx context.Context) (ReadSession, error) // nil: read through raw
+	sessions     func(ctx context.Context) (ReadSession, error) // raw's (SessionStore); nil: read through raw
 	local        bool                                           // insert rows into dst directly
 	localLogged  time.Time                                      // last log of a failed local insert (roller goroutine)
 	localFailing bool
@@ -239,11 +239,19 @@ type ReadSession interface {
 	Close() error
 }
 
-// WithReadSessions has each recompute worker read through a session opened
-// by open (after the recompute's version was taken) instead of through
-// the raw store.
-func WithReadSessions(open func(ctx context.Context) (ReadSession, error)) Option {
-	return func(f *Feed) { f.sessions = open }
+// SessionStore is a raw store that opens read sessions: the recomputes and
+// verify then read through one, a device's read costing a seek instead of
+// new iterators (cmd/ingest wraps pebblestore.Store so).
+type SessionStore interface {
+	NewSession(ctx context.Context) (ReadSession, error)
+}
+
+// sessionsOf returns raw's session opener, or nil if it has none.
+func sessionsOf(raw reader.Store) func(ctx context.Context) (ReadSession, error) {
+	if s, ok := raw.(SessionStore); ok {
+		return s.NewSession
+	}
+	return nil
 }
 
 // WithLocalBackend says that the Inserter is local and durable (the
@@ -270,6 +278,7 @@ func New(cfg Config, raw reader.Store, marks Marks, ob Outbox, dst Inserter, now
 		batches:  make(map[*store.Batch]marked),
 		pending:  newPendingSet(),
 		lost:     make(map[outbox.DirtyDay]struct{}),
+		sessions: sessionsOf(raw),
 	}
 	f.room = sync.NewCond(&f.mu)
 	for _, o := range opts {

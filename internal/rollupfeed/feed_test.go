@@ -101,8 +101,7 @@ func newRig(t *testing.T, dst Inserter) *rig {
 		opts = append(opts, WithLocalBackend()) // as the gateway runs it
 	}
 	// Recomputes read through sessions, as the gateway runs them on Pebble.
-	opts = append(opts, WithReadSessions(func(ctx context.Context) (ReadSession, error) { return raw.NewReads(ctx) }))
-	feed := newFeed(t, cfg, raw, filepath.Join(dir, "marks"), ob, dst, reg, opts...)
+	feed := newFeed(t, cfg, sessionStore{raw}, filepath.Join(dir, "marks"), ob, dst, reg, opts...)
 	scfg := sink.DefaultConfig()
 	sk := sink.New(scfg, buckets.DefaultConfig(), raw, quiet, reg, sink.WithCommitHook(feed))
 	r := &rig{raw: raw, ob: ob, feed: feed, sink: sk, reg: reg}
@@ -474,3 +473,8 @@ func (h *hideDevices) Devices(ctx context.Context, tenant string, day model.Day)
 	ds, err := h.Backend.Devices(ctx, tenant, day)
 	return slices.DeleteFunc(ds, func(d string) bool { return slices.Contains(h.hide, d) }), err
 }
+
+// sessionStore offers a Pebble store's read sessions, as cmd/ingest does.
+type sessionStore struct{ *pebblestore.Store }
+
+func (s sessionStore) NewSession(ctx context.Context) (ReadSession, error) { return s.NewReads(ctx) }

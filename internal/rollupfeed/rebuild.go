@@ -226,25 +226,9 @@ type VerifyResult struct {
 // day; their raw readings are read one device at a time, their rollups
 // verifyChunk devices at a time, so that memory holds those of a chunk
 // rather than the day's (a day of a million devices has millions of rows).
-func Verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day, opts ...VerifyOption) (VerifyResult, error) {
-	var o verifyOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return verify(ctx, raw, dst, tenant, day, verifyChunk, o.sessions)
-}
-
-// VerifyOption changes how Verify reads.
-type VerifyOption func(*verifyOptions)
-
-type verifyOptions struct {
-	sessions func(ctx context.Context) (ReadSession, error)
-}
-
-// ReadThrough has Verify read each chunk's raw readings through a session
-// opened by open: a device's read then costs a seek, not new iterators.
-func ReadThrough(open func(ctx context.Context) (ReadSession, error)) VerifyOption {
-	return func(o *verifyOptions) { o.sessions = open }
+// A SessionStore's chunks are read through a session each.
+func Verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day) (VerifyResult, error) {
+	return verify(ctx, raw, dst, tenant, day, verifyChunk, sessionsOf(raw))
 }
 
 func verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day, verifyChunk int,
