@@ -218,13 +218,7 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 				}
 				metric := string(rest[:i])
 				mp := prefix(nil, day, f.Tenant, metric, f.Device)
-				lo, end := mp, []byte(nil)
-				if f.Device == "" {
-					lo = append(bytes.Clone(mp), f.DeviceFrom...)
-					if f.DeviceTo != "" {
-						end = append(bytes.Clone(mp), f.DeviceTo...)
-					}
-				}
+				lo, end := deviceRange(mp, f)
 				ok = it.SeekGE(lo)
 				if err := scan(mp, end); err != nil {
 					_ = it.Close()
@@ -234,8 +228,12 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 			}
 		} else {
 			p := prefix(nil, day, f.Tenant, f.Metric, f.Device)
-			ok = it.SeekGE(p)
-			if err := scan(p, nil); err != nil {
+			lo, end := p, []byte(nil)
+			if f.Tenant != "" && f.Metric != "" {
+				lo, end = deviceRange(p, f)
+			}
+			ok = it.SeekGE(lo)
+			if err := scan(p, end); err != nil {
 				_ = it.Close()
 				return nil, err
 			}
@@ -255,6 +253,20 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 		return nil, fmt.Errorf("read rollup rows: %w", err)
 	}
 	return out, nil
+}
+
+// deviceRange returns where the rows of f's devices begin under mp, a
+// prefix ending with a metric (or a device, when f names one), and the key
+// they end before (nil: the prefix's end).
+func deviceRange(mp []byte, f rollup.Filter) (lo, end []byte) {
+	if f.Device != "" {
+		return mp, nil
+	}
+	lo = append(bytes.Clone(mp), f.DeviceFrom...)
+	if f.DeviceTo != "" {
+		end = append(bytes.Clone(mp), f.DeviceTo...)
+	}
+	return lo, end
 }
 
 // Devices lists, sorted, the devices of tenant with live rollup rows on

@@ -258,6 +258,49 @@ func TestRowsOfOneDevice(t *testing.T) {
 	}
 }
 
+// TestRowsOfDeviceRanges reads devices by range of names, across every
+// metric and within one: d1 is a prefix of d10, and "" ends are open.
+func TestRowsOfDeviceRanges(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	day := model.Day(20_000)
+	m := day.Start()
+	var all []rollup.Row
+	for _, metric := range []string{"a", "rpm", "temp"} {
+		for _, dev := range []string{"d0", "d1", "d10", "d2", "e"} {
+			all = append(all, row("acme", dev, metric, m, 1, 1))
+		}
+	}
+	if err := s.Insert(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ metric, from, to string }{
+		{"", "d1", "d2"}, {"", "", "d1"}, {"", "d10", ""}, {"", "d1", "d10"}, {"", "", ""},
+		{"rpm", "d1", "d2"}, {"rpm", "d2", ""}, {"temp", "", "d0"},
+	} {
+		f := rollup.Filter{Tenant: "acme", Metric: tc.metric, From: m, To: day.End(), DeviceFrom: tc.from, DeviceTo: tc.to}
+		got, err := s.Rows(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, r := range all {
+			if (tc.metric == "" || r.Metric == tc.metric) && r.Device >= tc.from && (tc.to == "" || r.Device < tc.to) {
+				want = append(want, r.Metric+"/"+r.Device)
+			}
+		}
+		var names []string
+		for _, r := range got {
+			names = append(names, r.Metric+"/"+r.Device)
+		}
+		slices.Sort(want)
+		slices.Sort(names)
+		if !slices.Equal(names, want) {
+			t.Errorf("metric %q, devices [%q, %q): got %v, want %v", tc.metric, tc.from, tc.to, names, want)
+		}
+	}
+}
+
 // A store written with Pebble's default merge operator (the first
 // versions) does not open: the error says what to do.
 func TestOpenOldStore(t *testing.T) {
