@@ -50,11 +50,7 @@ func Readings(body []byte, now time.Time, cfg Config, lim decode.Limits, opt Opt
 	if entry == 0 {
 		return nil, 0, &LineError{Reason: "holds no lines", Syntax: true}
 	}
-	rs, err = p.finish()
-	if err != nil {
-		return nil, entry, locate(body, -1, err)
-	}
-	return rs, entry, nil
+	return p.finish(), entry, nil
 }
 
 // locate fills in the line of err: a syntax error carries its own, a
@@ -69,9 +65,6 @@ func locate(body []byte, entry int, err error) error {
 	}
 	var le *lineError
 	if errors.As(err, &le) {
-		if le.entry >= 0 {
-			entry = le.entry
-		}
 		e := le.LineError
 		e.Line = entryLine(body, entry)
 		return &e
@@ -79,17 +72,13 @@ func locate(body []byte, entry int, err error) error {
 	return err
 }
 
-// lineError is a LineError before its line is known; entry, when not -1,
-// is the entry it is about.
-type lineError struct {
-	LineError
-	entry int
-}
+// lineError is a LineError before its line is known.
+type lineError struct{ LineError }
 
 func (e *lineError) Error() string { return e.LineError.Error() }
 
 func fail(field, reason string) error {
-	return &lineError{LineError: LineError{Field: field, Reason: reason}, entry: -1}
+	return &lineError{LineError{Field: field, Reason: reason}}
 }
 
 // parsers holds parsers between requests, for their buffers and intern
@@ -501,7 +490,7 @@ func (p *parser) reading(device string, ts int64) (int32, error) {
 // finish groups the cells by reading, sorts each reading's metrics by name
 // and keeps the last line's value of a metric given twice. (line refused a
 // reading with too many metrics, counting the repeats, as it was read.)
-func (p *parser) finish() ([]model.Reading, error) {
+func (p *parser) finish() []model.Reading {
 	// Where each reading's cells start: p.counts holds their numbers.
 	starts := make([]int32, len(p.readings)+1)
 	for i, n := range p.counts {
@@ -539,7 +528,7 @@ func (p *parser) finish() ([]model.Reading, error) {
 		}
 		p.readings[ri].Metrics = ms[:len(ms):len(ms)]
 	}
-	return p.readings, nil
+	return p.readings
 }
 
 // tooManyMetrics explains a reading over limits.max_metrics.
