@@ -158,11 +158,12 @@ func State(seriesDays, maxPending int) int64 {
 // the raw store) takes more of the budget than the plan gives those terms,
 // and says by how much.
 func (p Plan) Over(seriesDays, maxPending int, storeCache int64) (string, bool) {
+	planCache, gotCache := p.StoreCache, storeCache
 	if !p.Opens.RawStore {
-		storeCache = p.StoreCache // not opened: no cache
+		planCache, gotCache = 0, 0 // not opened: no cache on either side
 	}
-	planned := State(p.SeriesDays, p.MaxPending) + p.StoreCache
-	got := State(seriesDays, maxPending) + storeCache
+	planned := State(p.SeriesDays, p.MaxPending) + planCache
+	got := State(seriesDays, maxPending) + gotCache
 	if got <= planned {
 		return "", false
 	}

@@ -260,13 +260,10 @@ func (f *Feed) recomputeDevice(ctx context.Context, raw reader.Store, d *pending
 		f.m.rawReadings.Add(float64(len(readings)))
 		// The marked minutes' rows, kept in the slice Compute sized: a row
 		// is 320 bytes, and most runs are one minute of one reading.
-		rows := rollup.Compute(d.tenant, d.device, readings, version)
-		kept := rows[:0]
-		for _, r := range rows {
-			if _, marked := slices.BinarySearch(minutes, r.Minute); marked {
-				kept = append(kept, r)
-			}
-		}
+		kept := slices.DeleteFunc(rollup.Compute(d.tenant, d.device, readings, version), func(r rollup.Row) bool {
+			_, marked := slices.BinarySearch(minutes, r.Minute)
+			return !marked
+		})
 		if out == nil {
 			out = kept
 		} else {
