@@ -11,7 +11,8 @@
 //
 //	raw store (pebble)      memtables B/16, 2 held           (4–64 MiB each;
 //	                        B/8 without the embedded rollup store)
-//	                        block cache B/16                 (store.pebble.cache_bytes)
+//	                        block cache 3B/16                (store.pebble.cache_bytes;
+//	                        below 512 MiB it shrinks to B/16 at 256 MiB)
 //	rollup store (embedded) memtables B/8, 2 held            (4–64 MiB each)
 //	rollups                 marks' memtables B/64, 2 held    (2–16 MiB each)
 //	                        outbox memtables 4 MiB, 2 held
@@ -112,7 +113,7 @@ func For(budget int64, o Opens) Plan {
 		Budget: budget, Opens: o,
 		StoreMemTable:  clamp(budget/storeDiv, 4<<20, 64<<20),
 		StoreMemTables: storeMemTables,
-		StoreCache:     budget / 16,
+		StoreCache:     storeCache(budget),
 		RollupMemTable: clamp(budget/8, 4<<20, 64<<20),
 		MarksMemTable:  clamp(budget/64, 2<<20, 16<<20),
 		OutboxMemTable: outboxMemTable,
@@ -169,6 +170,17 @@ func (p Plan) Over(seriesDays, maxPending int, storeCache int64) (string, bool) 
 	}
 	return fmt.Sprintf("buckets.max_series_days %d, rollups.max_pending %d and store.pebble.cache_bytes %d may hold %d MiB, where memory.budget_bytes %d plans %d MiB for them",
 		seriesDays, maxPending, storeCache, got>>20, p.Budget, planned>>20), true
+}
+
+// storeCache is the raw store's block cache for a budget: 3/16 of it, and
+// below 512 MiB less, down to a 16th at Min, so that a small budget's Go
+// heap keeps what it had. At a million devices a day the reads that miss
+// this cache (the recomputes' read-back of the minutes just written, the
+// planner's catalogue reloads) are most of the gateway's CPU: 32 → 96 MiB at
+// the default budget took the fleet benchmark from 103 to 71 CPU-s per
+// million readings (docs/benchmarks.md, "Memory budget").
+func storeCache(budget int64) int64 {
+	return min(3*budget/16, budget/16+max(budget-Min, 0)/4)
 }
 
 func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }

@@ -7,16 +7,18 @@ func TestForDividesTheBudget(t *testing.T) {
 		budget                   int64
 		wantSeriesDays, wantPend int
 		wantStoreMemTable        int64
+		wantStoreCache           int64
 	}{
-		{Min, 10_000, 10_000, 16 << 20},
-		{Default, 28_398, 22_719, 32 << 20},
-		{4 << 30, 476_228, 380_982, 64 << 20},
-		{Max, 134_169_668, 100_000_000, 64 << 20}, // pending at rollups.max_pending's largest
+		{Min, 10_000, 10_000, 16 << 20, 16 << 20},
+		{384 << 20, 14_745, 11_796, 24 << 20, 56 << 20},
+		{Default, 19_660, 15_728, 32 << 20, 96 << 20},
+		{4 << 30, 406_323, 325_058, 64 << 20, 768 << 20},
+		{Max, 116_273_971, 93_019_176, 64 << 20, 3 << 36},
 	} {
 		p := For(tc.budget, All)
-		if p.SeriesDays != tc.wantSeriesDays || p.MaxPending != tc.wantPend || p.StoreMemTable != tc.wantStoreMemTable {
-			t.Errorf("For(%d MiB): series-days %d, pending %d, memtable %d MiB; want %d, %d, %d MiB",
-				tc.budget>>20, p.SeriesDays, p.MaxPending, p.StoreMemTable>>20, tc.wantSeriesDays, tc.wantPend, tc.wantStoreMemTable>>20)
+		if p.SeriesDays != tc.wantSeriesDays || p.MaxPending != tc.wantPend || p.StoreMemTable != tc.wantStoreMemTable || p.StoreCache != tc.wantStoreCache {
+			t.Errorf("For(%d MiB): series-days %d, pending %d, memtable %d MiB, cache %d MiB; want %d, %d, %d MiB, %d MiB",
+				tc.budget>>20, p.SeriesDays, p.MaxPending, p.StoreMemTable>>20, p.StoreCache>>20, tc.wantSeriesDays, tc.wantPend, tc.wantStoreMemTable>>20, tc.wantStoreCache>>20)
 		}
 		// The parts never add up to more than the budget: the stores'
 		// most, the runtime's allowance and the Go heap limit.
