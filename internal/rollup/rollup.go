@@ -90,12 +90,20 @@ func (r *Row) FloatCount() uint64 { return r.Count - r.typedCount() }
 // minute, then metric, with writer RebuildWriter, part 0 and the given
 // version.
 func Compute(tenant, device string, readings []model.Reading, version uint64) []Row {
+	return AppendCompute(nil, tenant, device, readings, version)
+}
+
+// AppendCompute is Compute appending the rows to dst, which it leaves as it
+// is up to its length: a recompute collects many devices' rows in one
+// slice without copying them there.
+func AppendCompute(dst []Row, tenant, device string, readings []model.Reading, version uint64) []Row {
 	if !slices.IsSortedFunc(readings, func(a, b model.Reading) int { return cmp.Compare(a.TS, b.TS) }) {
 		readings = slices.Clone(readings)
 		slices.SortFunc(readings, func(a, b model.Reading) int { return cmp.Compare(a.TS, b.TS) })
 	}
-	out := make([]Row, 0, rowsEstimate(readings))
-	start := 0 // the first row of the current minute in out
+	base := len(dst)
+	out := slices.Grow(dst, rowsEstimate(readings))
+	start := base // the first row of the current minute in out
 	minute := int64(math.MinInt64)
 	for _, r := range readings {
 		if m := MinuteOf(r.TS); m != minute {
@@ -133,7 +141,7 @@ func Compute(tenant, device string, readings []model.Reading, version uint64) []
 		}
 	}
 	slices.SortFunc(out[start:], func(x, y Row) int { return strings.Compare(x.Metric, y.Metric) })
-	for i := range out {
+	for i := base; i < len(out); i++ {
 		if r := &out[i]; r.FirstTS == noFloat { // no float values: their fields are zero
 			r.Min, r.Max, r.FirstTS = 0, 0, 0
 		}

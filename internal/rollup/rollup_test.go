@@ -330,6 +330,16 @@ func TestComputeMatchesDefinition(t *testing.T) {
 		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 			t.Fatalf("round %d (-want +got):\n%s", round, diff)
 		}
+		// Appended after another device's rows of the same metrics and
+		// minutes, the rows are the same and the other device's untouched.
+		other := Compute("t", "p", readings, 7)
+		both := AppendCompute(slices.Clone(other), "t", "d", readings, 7)
+		if diff := cmp.Diff(other, both[:len(other)], cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("round %d: AppendCompute changed the rows before it (-want +got):\n%s", round, diff)
+		}
+		if diff := cmp.Diff(want, both[len(other):], cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("round %d: AppendCompute (-want +got):\n%s", round, diff)
+		}
 	}
 }
 

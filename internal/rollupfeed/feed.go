@@ -201,6 +201,9 @@ type Feed struct {
 	localFailing bool
 	lastVersion  uint64    // roller goroutine
 	rollLogged   time.Time // last log of a failed recompute (roller goroutine)
+	// rowsPerMinute is how many rows the last recompute made per minute
+	// (roller goroutine): what the next one sizes its rows by.
+	rowsPerMinute float64
 
 	mu       sync.Mutex // guards the fields below
 	room     *sync.Cond // signalled when pending minutes fall

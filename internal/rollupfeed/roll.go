@@ -118,9 +118,11 @@ func (f *Feed) roll(ctx context.Context, force bool) (more bool, done int) {
 			f.requeue(devs, gen, now, false)
 			return false, 0
 		}
-		rows, failed := f.recompute(ctx, devs, version)
-		f.m.emitted.Add(float64(len(rows)))
-		f.store(rows)
+		rows, failed := f.recompute(ctx, devs, taken, version)
+		for _, r := range rows {
+			f.m.emitted.Add(float64(len(r)))
+			f.store(r)
+		}
 		done = len(devs) - len(failed)
 		f.requeue(failed, gen, now, true)
 	}
@@ -183,26 +185,34 @@ func (f *Feed) version() uint64 {
 	return v
 }
 
-// recompute reads the marked minutes of devs from the raw store,
-// ReadConcurrency devices at a time, and returns their rows and the devices
-// whose read failed.
-func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, version uint64) ([]rollup.Row, []*pendingDevice) {
-	type result struct {
-		rows []rollup.Row
-		err  error
-	}
+// recompute reads the marked minutes of devs (minutes in all) from the
+// raw store, ReadConcurrency devices at a time, and returns their rows, a
+// slice per reader, and the devices whose read failed. Each reader appends
+// its devices' rows to one slice sized for them, so that no row is copied
+// after it is computed (a row is 320 bytes, and at 10,000 devices a day
+// copying them into one slice was 7% of the gateway's CPU).
+func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, minutes int, version uint64) ([][]rollup.Row, []*pendingDevice) {
 	// In key order, each worker a contiguous share: a worker's reads then
 	// move forward through the store, so that nearby devices share the
 	// blocks read for them.
 	slices.SortFunc(devs, func(a, b *pendingDevice) int {
 		return cmp.Or(strings.Compare(a.tenant, b.tenant), strings.Compare(a.device, b.device))
 	})
-	results := make([]result, len(devs))
+	errs := make([]error, len(devs))
 	workers := min(f.cfg.ReadConcurrency, len(devs))
+	rows := make([][]rollup.Row, workers)
+	perMinute := cmp.Or(f.rowsPerMinute, 8)
 	var wg sync.WaitGroup
 	for w := range workers {
 		lo, hi := w*len(devs)/workers, (w+1)*len(devs)/workers
 		wg.Go(func() {
+			n := 0
+			for _, d := range devs[lo:hi] {
+				n += len(d.minutes)
+			}
+			// A quarter more than the last roll's average, so that a share
+			// of devices with a few more metrics does not grow (copy) it.
+			buf := make([]rollup.Row, 0, int(float64(n)*perMinute*1.25)+16)
 			var raw reader.Store = f.raw
 			var err error
 			if f.sessions != nil {
@@ -214,30 +224,32 @@ func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, version uin
 			}
 			for i := lo; i < hi; i++ {
 				if err != nil {
-					results[i].err = err
+					errs[i] = err
 					continue
 				}
-				results[i].rows, results[i].err = f.recomputeDevice(ctx, raw, devs[i], version)
+				buf, errs[i] = f.recomputeDevice(ctx, raw, devs[i], version, buf)
 			}
+			rows[w] = buf
 		})
 	}
 	wg.Wait()
-	n := 0
-	for _, r := range results {
-		n += len(r.rows)
+	made := 0
+	for _, r := range rows {
+		made += len(r)
 	}
-	rows := make([]rollup.Row, 0, n)
+	if minutes > 0 {
+		f.rowsPerMinute = float64(made) / float64(minutes)
+	}
 	var failed []*pendingDevice
 	var firstErr error
-	for i, r := range results {
-		if r.err != nil {
+	for i, err := range errs {
+		if err != nil {
 			failed = append(failed, devs[i])
 			f.m.rollErrors.Inc()
-			firstErr = cmp.Or(firstErr, r.err)
+			firstErr = cmp.Or(firstErr, err)
 			continue
 		}
 		devs[i].failures = 0
-		rows = append(rows, r.rows...)
 	}
 	if firstErr != nil && f.now().Sub(f.rollLogged) > 30*time.Second {
 		f.logger.Error("recompute rollups from the raw store; will retry", "devices_failed", len(failed), "devices", len(devs), "err", firstErr)
@@ -247,31 +259,31 @@ func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, version uin
 }
 
 // recomputeDevice reads d's marked minutes, a run of nearby minutes per
-// range read, and aggregates them whole.
-func (f *Feed) recomputeDevice(ctx context.Context, raw reader.Store, d *pendingDevice, version uint64) ([]rollup.Row, error) {
+// range read, aggregates them whole, and appends the marked minutes' rows to
+// dst. When a read fails it returns dst as it was, and the error.
+func (f *Feed) recomputeDevice(ctx context.Context, raw reader.Store, d *pendingDevice, version uint64, dst []rollup.Row) ([]rollup.Row, error) {
 	minutes := d.sortedMinutes()
-	var out []rollup.Row
+	base := len(dst)
 	for _, run := range runs(minutes, runGap) {
 		readings, err := readAll(ctx, raw, d.tenant, d.device, run[0], run[1]+rollup.MinuteMillis)
 		if err != nil {
-			return nil, err
+			clear(dst[base:])
+			return dst[:base], err
 		}
 		f.m.rawReads.Inc()
 		f.m.rawReadings.Add(float64(len(readings)))
-		// The marked minutes' rows, kept in the slice Compute sized: a row
-		// is 320 bytes, and most runs are one minute of one reading.
-		kept := slices.DeleteFunc(rollup.Compute(d.tenant, d.device, readings, version), func(r rollup.Row) bool {
+		// Of the run's rows, the marked minutes' (the minutes between
+		// them were read only to save reads).
+		n := len(dst)
+		dst = rollup.AppendCompute(dst, d.tenant, d.device, readings, version)
+		kept := slices.DeleteFunc(dst[n:], func(r rollup.Row) bool {
 			_, marked := slices.BinarySearch(minutes, r.Minute)
 			return !marked
 		})
-		if out == nil {
-			out = kept
-		} else {
-			out = append(out, kept...)
-		}
+		dst = dst[:n+len(kept)]
 	}
 	f.m.rolled.Add(float64(len(minutes)))
-	return out, nil
+	return dst, nil
 }
 
 // forget deletes the marks of every generation below the oldest one a
