@@ -50,7 +50,7 @@ func TestRecomputeLeavesNoRowsOfAFailedDevice(t *testing.T) {
 	sk := sink.New(sink.DefaultConfig(), buckets.DefaultConfig(), raw, quiet, prometheus.NewRegistry())
 	r := &rig{raw: raw, sink: sk}
 	devices := []string{"a", "b", "c"}
-	r.write(t, "acme", devices, base, 0, 60)     // minute 0
+	r.write(t, "acme", devices, base, 0, 60)      // minute 0
 	r.write(t, "acme", devices, base, 1200, 1260) // minute 20: a second range read
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
