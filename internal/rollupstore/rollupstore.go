@@ -71,30 +71,53 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Key layout: day(4, sign flipped) tenant 0 metric 0 device 0 minute(8,
-// sign flipped) writer(2) part(8). The UTC day comes first so that one day
-// of every tenant is one key range: retention drops it with one range
-// delete.
-func prefix(b []byte, day model.Day, tenant, metric, device string) []byte {
-	b = binary.BigEndian.AppendUint32(b, uint32(day)^(1<<31))
-	if tenant == "" {
-		return b
+// Key layouts. Both begin with the UTC day (4 bytes, sign flipped), so
+// that one day of every tenant is one key range: retention drops it with
+// one range delete.
+//
+//	by hour:  day 0x00 hour(1) tenant 0 metric 0 device 0 minute(8, sign flipped) writer(2) part(8)
+//	legacy:   day tenant 0 metric 0 device 0 minute writer part
+//
+// Rows are written by hour since 2026-11-27; stores written before hold
+// the legacy layout, which reads fold in. The hour of the day before the
+// tenant makes rollups written in time order (a fleet reporting now, or a
+// backfill in order) land after the previous hours' keys, so that the
+// tables a flush writes barely overlap the ones before and compactions
+// have less to rewrite: at 10,000 devices a day, rollups on, the fleet
+// benchmark's gateway spent about a sixth less CPU. A tenant name is never
+// empty, so a legacy key never has a 0 after its day.
+
+// dayPrefix appends the first bytes of every key of day.
+func dayPrefix(b []byte, day model.Day) []byte {
+	return binary.BigEndian.AppendUint32(b, uint32(day)^(1<<31))
+}
+
+// hourPrefix appends the first bytes of every key of hour h (0–23) of day.
+func hourPrefix(b []byte, day model.Day, h int) []byte {
+	return append(dayPrefix(b, day), 0, byte(h))
+}
+
+// under appends to base (a day's or an hour's prefix) the parts of the key
+// that name tenant, metric and device, as far as they are given.
+func under(base []byte, tenant, metric, device string) []byte {
+	for _, part := range [3]string{tenant, metric, device} {
+		if part == "" {
+			return base
+		}
+		base = append(append(base, part...), 0)
 	}
-	b = append(append(b, tenant...), 0)
-	if metric == "" {
-		return b
-	}
-	b = append(append(b, metric...), 0)
-	if device == "" {
-		return b
-	}
-	return append(append(b, device...), 0)
+	return base
 }
 
 func dayOfKey(k []byte) model.Day { return model.Day(binary.BigEndian.Uint32(k) ^ (1 << 31)) }
 
+// hourOf returns the hour of its day (0–23) of a time in ms.
+func hourOf(ms int64) int {
+	return int((ms - model.DayOf(ms).Start()) / (60 * rollup.MinuteMillis))
+}
+
 func appendKey(b []byte, r rollup.Row) []byte {
-	b = prefix(b, model.DayOf(r.Minute), r.Tenant, r.Metric, r.Device)
+	b = under(hourPrefix(b, model.DayOf(r.Minute), hourOf(r.Minute)), r.Tenant, r.Metric, r.Device)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Minute)^(1<<63))
 	b = binary.BigEndian.AppendUint16(b, r.Writer)
 	return binary.BigEndian.AppendUint64(b, r.Part)
@@ -130,6 +153,12 @@ func parseKey(k []byte, r *rollup.Row) error {
 		return bad("day")
 	}
 	rest := k[4:]
+	if len(rest) > 0 && rest[0] == 0 { // by hour
+		if len(rest) < 2 {
+			return bad("hour")
+		}
+		rest = rest[2:]
+	}
 	strs := [3]*string{&r.Tenant, &r.Metric, &r.Device}
 	for i, name := range [3]string{"tenant", "metric", "device"} {
 		n := bytes.IndexByte(rest, 0)
@@ -172,87 +201,148 @@ func (s *Store) Insert(ctx context.Context, rows []rollup.Row) error {
 }
 
 // Rows returns the latest version of every row in the filter's range,
-// tombstones excluded. It seeks day by day, jumping over days without data.
+// tombstones excluded, in no particular order. It reads the filter's hours
+// of each day that has rows, and a day's rows in the legacy layout if it
+// has any.
 func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error) {
 	from, to := rollup.MinuteOf(f.From), f.To
 	if to <= from {
 		return nil, nil
 	}
 	first, last := model.DayOf(from), model.DayOf(to-1)
-	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: prefix(nil, first, "", "", ""), UpperBound: prefix(nil, last+1, "", "", "")})
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: dayPrefix(nil, first), UpperBound: dayPrefix(nil, last+1)})
 	if err != nil {
 		return nil, fmt.Errorf("read rollup rows: %w", err)
 	}
 	var out []rollup.Row
-	var ok bool
-	// scan reads the rows under p, and below end if it is not nil, from the
-	// iterator's position on.
-	scan := func(p, end []byte) error {
-		for ; ok && bytes.HasPrefix(it.Key(), p) && (end == nil || bytes.Compare(it.Key(), end) < 0); ok = it.Next() {
-			r, err := decode(it.Key(), it.Value())
-			if err != nil {
-				return err
-			}
-			if r.Count == 0 || r.Minute < from || r.Minute >= to || !f.HasDevice(r.Device) {
-				continue
-			}
+	live := func(r rollup.Row) {
+		if r.Count > 0 {
 			out = append(out, r)
 		}
-		return nil
 	}
-	devices := f.Device != "" || f.DeviceFrom != "" || f.DeviceTo != ""
-	for day := first; day <= last; {
-		if devices && f.Metric == "" && f.Tenant != "" {
-			// Some devices, every metric: the devices sit under each metric
-			// of the tenant-day, so jump from metric to metric instead of
-			// reading every device's rows. A device's key part is its name
-			// and a 0, so names order their keys, and a key is below the
-			// bytes of DeviceTo exactly when its device is.
-			tp := prefix(nil, day, f.Tenant, "", "")
-			for ok = it.SeekGE(tp); ok && bytes.HasPrefix(it.Key(), tp); {
-				rest := it.Key()[len(tp):]
-				i := bytes.IndexByte(rest, 0)
-				if i < 0 {
-					_ = it.Close()
-					return nil, fmt.Errorf("read rollup rows: key %x has no metric", it.Key())
+	for day := first; day <= last; day++ {
+		// Jump over days without rows.
+		if !it.SeekGE(dayPrefix(nil, day)) {
+			break
+		}
+		if day = dayOfKey(it.Key()); day > last {
+			break
+		}
+		lo, hi := 0, 23
+		if day == first {
+			lo = hourOf(from)
+		}
+		if day == last {
+			hi = hourOf(to - 1)
+		}
+		// Legacy keys follow the day's hours (a tenant's first byte is
+		// above the hours' 0).
+		legacy := it.SeekGE(append(dayPrefix(nil, day), 1)) && dayOfKey(it.Key()) == day
+		emit := live
+		var both map[rowID]rollup.Row
+		if legacy {
+			// A row may be in both layouts (written before an upgrade and
+			// recomputed after it): keep its highest version, tombstones
+			// included, before leaving them out.
+			both = map[rowID]rollup.Row{}
+			emit = func(r rollup.Row) {
+				id := rowID{r.Key, r.Writer, r.Part}
+				if o, ok := both[id]; !ok || r.Version > o.Version {
+					both[id] = r
 				}
-				metric := string(rest[:i])
-				mp := prefix(nil, day, f.Tenant, metric, f.Device)
-				lo, end := deviceRange(mp, f)
-				ok = it.SeekGE(lo)
-				if err := scan(mp, end); err != nil {
-					_ = it.Close()
-					return nil, err
-				}
-				ok = it.SeekGE(append(append(bytes.Clone(tp), metric...), 1)) // the next metric
 			}
-		} else {
-			p := prefix(nil, day, f.Tenant, f.Metric, f.Device)
-			lo, end := p, []byte(nil)
-			if f.Tenant != "" && f.Metric != "" {
-				lo, end = deviceRange(p, f)
-			}
-			ok = it.SeekGE(lo)
-			if err := scan(p, end); err != nil {
+		}
+		for h := lo; h <= hi; h++ {
+			if err := scanUnder(it, hourPrefix(nil, day, h), f, from, to, emit); err != nil {
 				_ = it.Close()
 				return nil, err
 			}
 		}
-		if !ok {
-			break
-		}
-		// The iterator stands on the first key after the prefix: go on at
-		// its day, or the next one if it is still this day's.
-		if next := dayOfKey(it.Key()); next > day {
-			day = next
-		} else {
-			day++
+		if legacy {
+			if err := scanUnder(it, dayPrefix(nil, day), f, from, to, emit); err != nil {
+				_ = it.Close()
+				return nil, err
+			}
+			for _, r := range both {
+				live(r)
+			}
 		}
 	}
 	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("read rollup rows: %w", err)
 	}
 	return out, nil
+}
+
+// rowID is what names a row: the rest of it is its aggregate and version.
+type rowID struct {
+	rollup.Key
+	writer uint16
+	part   uint64
+}
+
+// scanUnder calls emit with every row under base (an hour's prefix, or a
+// day's for the legacy layout) that f and [from, to) select, tombstones
+// included.
+func scanUnder(it *pebble.Iterator, base []byte, f rollup.Filter, from, to int64, emit func(rollup.Row)) error {
+	legacy := len(base) == 4
+	var ok bool
+	// scan reads the rows under p, and below end if it is not nil, from the
+	// iterator's position on.
+	scan := func(p, end []byte) error {
+		for ; ok && bytes.HasPrefix(it.Key(), p) && (end == nil || bytes.Compare(it.Key(), end) < 0); ok = it.Next() {
+			if legacy && len(it.Key()) > 4 && it.Key()[4] == 0 {
+				continue // by hour: read under its own prefix
+			}
+			r, err := decode(it.Key(), it.Value())
+			if err != nil {
+				return err
+			}
+			if r.Minute < from || r.Minute >= to || !f.HasDevice(r.Device) {
+				continue
+			}
+			emit(r)
+		}
+		return nil
+	}
+	devices := f.Device != "" || f.DeviceFrom != "" || f.DeviceTo != ""
+	if devices && f.Metric == "" && f.Tenant != "" {
+		// Some devices, every metric: the devices sit under each metric of
+		// the tenant, so jump from metric to metric instead of reading
+		// every device's rows. A device's key part is its name and a 0, so
+		// names order their keys, and a key is below the bytes of DeviceTo
+		// exactly when its device is.
+		tp := under(bytes.Clone(base), f.Tenant, "", "")
+		for ok = it.SeekGE(tp); ok && bytes.HasPrefix(it.Key(), tp); {
+			rest := it.Key()[len(tp):]
+			i := bytes.IndexByte(rest, 0)
+			if i < 0 {
+				return fmt.Errorf("read rollup rows: key %x has no metric", it.Key())
+			}
+			metric := string(rest[:i])
+			mp := under(bytes.Clone(base), f.Tenant, metric, f.Device)
+			lo, end := deviceRange(mp, f)
+			ok = it.SeekGE(lo)
+			if err := scan(mp, end); err != nil {
+				return err
+			}
+			ok = it.SeekGE(append(append(bytes.Clone(tp), metric...), 1)) // the next metric
+		}
+		return it.Error()
+	}
+	p := under(bytes.Clone(base), f.Tenant, f.Metric, f.Device)
+	lo, end := p, []byte(nil)
+	if f.Tenant != "" && f.Metric != "" {
+		lo, end = deviceRange(p, f)
+	}
+	if legacy && len(lo) == 4 {
+		lo = append(bytes.Clone(lo), 1) // past the hours
+	}
+	ok = it.SeekGE(lo)
+	if err := scan(p, end); err != nil {
+		return err
+	}
+	return it.Error()
 }
 
 // deviceRange returns where the rows of f's devices begin under mp, a
@@ -270,29 +360,56 @@ func deviceRange(mp []byte, f rollup.Filter) (lo, end []byte) {
 }
 
 // Devices lists, sorted, the devices of tenant with live rollup rows on
-// day, reading each row once and keeping none.
+// day, keeping none of the rows.
 func (s *Store) Devices(ctx context.Context, tenant string, day model.Day) ([]string, error) {
-	p := prefix(nil, day, tenant, "", "") // ends with the tenant's 0
-	upper := append(bytes.Clone(p[:len(p)-1]), 1)
-	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: p, UpperBound: upper})
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: dayPrefix(nil, day), UpperBound: dayPrefix(nil, day+1)})
 	if err != nil {
 		return nil, fmt.Errorf("list devices with rollups: %w", err)
 	}
-	seen := map[string]struct{}{}
-	for ok := it.First(); ok; ok = it.Next() {
-		r, err := decode(it.Key(), it.Value())
-		if err != nil {
-			_ = it.Close()
-			return nil, err
-		}
-		if r.Count > 0 {
-			seen[r.Device] = struct{}{}
-		}
-	}
+	legacy := it.SeekGE(append(dayPrefix(nil, day), 1))
 	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("list devices with rollups: %w", err)
 	}
+	seen := map[string]struct{}{}
+	if legacy {
+		// Rows in both layouts fold first: a tombstone in one may retract
+		// the other's row. Only a day written across an upgrade has both.
+		rows, err := s.Rows(ctx, rollup.Filter{Tenant: tenant, From: day.Start(), To: day.End()})
+		if err != nil {
+			return nil, fmt.Errorf("list devices with rollups: %w", err)
+		}
+		for _, r := range rows {
+			seen[r.Device] = struct{}{}
+		}
+		return slices.Sorted(maps.Keys(seen)), nil
+	}
+	for h := range 24 {
+		p := under(hourPrefix(nil, day, h), tenant, "", "")
+		it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+		if err != nil {
+			return nil, fmt.Errorf("list devices with rollups: %w", err)
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			r, err := decode(it.Key(), it.Value())
+			if err != nil {
+				_ = it.Close()
+				return nil, err
+			}
+			if r.Count > 0 {
+				seen[r.Device] = struct{}{}
+			}
+		}
+		if err := it.Close(); err != nil {
+			return nil, fmt.Errorf("list devices with rollups: %w", err)
+		}
+	}
 	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// prefixEnd returns the first key after every key that begins with p, a
+// prefix ending with a 0 (a name's end).
+func prefixEnd(p []byte) []byte {
+	return append(bytes.Clone(p[:len(p)-1]), 1)
 }
 
 // Series folds one device's metric into buckets of the step.
@@ -318,12 +435,12 @@ func (s *Store) Top(ctx context.Context, f rollup.Filter, by rollup.By, limit in
 
 // Buckets lists the days before the given one that hold rollups.
 func (s *Store) Buckets(ctx context.Context, before model.Day) ([]store.Bucket, error) {
-	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{UpperBound: prefix(nil, before, "", "", "")})
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{UpperBound: dayPrefix(nil, before)})
 	if err != nil {
 		return nil, fmt.Errorf("list rollup days: %w", err)
 	}
 	var out []store.Bucket
-	for ok := it.First(); ok; ok = it.SeekGE(prefix(nil, out[len(out)-1].Day+1, "", "", "")) {
+	for ok := it.First(); ok; ok = it.SeekGE(dayPrefix(nil, out[len(out)-1].Day+1)) {
 		out = append(out, store.Bucket{Kind: store.BucketRollups, Day: dayOfKey(it.Key())})
 	}
 	if err := it.Close(); err != nil {
@@ -339,7 +456,7 @@ func (s *Store) Measure(ctx context.Context, b store.Bucket) (store.BucketSize, 
 	if b.Kind != store.BucketRollups {
 		return size, nil
 	}
-	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: prefix(nil, b.Day, "", "", ""), UpperBound: prefix(nil, b.Day+1, "", "", "")})
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: dayPrefix(nil, b.Day), UpperBound: dayPrefix(nil, b.Day+1)})
 	if err != nil {
 		return size, fmt.Errorf("measure %s: %w", b, err)
 	}
@@ -361,7 +478,7 @@ func (s *Store) DropData(_ context.Context, b store.Bucket) (int, error) {
 	if b.Kind != store.BucketRollups {
 		return 0, nil
 	}
-	if err := s.db.DeleteRange(prefix(nil, b.Day, "", "", ""), prefix(nil, b.Day+1, "", "", ""), pebble.Sync); err != nil {
+	if err := s.db.DeleteRange(dayPrefix(nil, b.Day), dayPrefix(nil, b.Day+1), pebble.Sync); err != nil {
 		return 0, fmt.Errorf("drop %s: %w", b, err)
 	}
 	return 1, nil
