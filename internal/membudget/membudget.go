@@ -177,7 +177,7 @@ func (p Plan) Over(seriesDays, maxPending int, storeCache int64) (string, bool) 
 // heap keeps what it had. At a million devices a day the reads that miss
 // this cache (the recomputes' read-back of the minutes just written, the
 // planner's catalogue reloads) are most of the gateway's CPU: 32 → 96 MiB at
-// the default budget took the fleet benchmark from 103 to 71 CPU-s per
+// the default budget took the fleet benchmark from 102.9 to 65.4 CPU-s per
 // million readings (docs/benchmarks.md, "Memory budget").
 func storeCache(budget int64) int64 {
 	return min(3*budget/16, budget/16+max(budget-Min, 0)/4)

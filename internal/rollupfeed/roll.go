@@ -211,8 +211,10 @@ func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, minutes int
 				n += len(d.minutes)
 			}
 			// A quarter more than the last roll's average, so that a share
-			// of devices with a few more metrics does not grow (copy) it.
-			buf := make([]rollup.Row, 0, int(float64(n)*perMinute*1.25)+16)
+			// of devices with a few more metrics does not grow (copy) it;
+			// at most a batch's rows, so that a roll after one of many
+			// metrics a minute does not reserve what it will not use.
+			buf := make([]rollup.Row, 0, min(int(float64(n)*perMinute*1.25)+16, f.cfg.BatchRows))
 			var raw reader.Store = f.raw
 			var err error
 			if f.sessions != nil {

@@ -8,8 +8,10 @@ package rollupstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -223,6 +225,10 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 	for day := first; day <= last; day++ {
 		// Jump over days without rows.
 		if !it.SeekGE(dayPrefix(nil, day)) {
+			if err := it.Error(); err != nil {
+				_ = it.Close()
+				return nil, fmt.Errorf("read rollup rows: %w", err)
+			}
 			break
 		}
 		if day = dayOfKey(it.Key()); day > last {
@@ -238,6 +244,10 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 		// Legacy keys follow the day's hours (a tenant's first byte is
 		// above the hours' 0).
 		legacy := it.SeekGE(append(dayPrefix(nil, day), 1)) && dayOfKey(it.Key()) == day
+		if err := it.Error(); err != nil { // a later seek would clear it
+			_ = it.Close()
+			return nil, fmt.Errorf("read rollup rows: %w", err)
+		}
 		emit := live
 		var both map[rowID]rollup.Row
 		if legacy {
@@ -263,8 +273,10 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 				_ = it.Close()
 				return nil, err
 			}
-			for _, r := range both {
-				live(r)
+			// In key order, so that a query's sums add up the same way
+			// each time.
+			for _, id := range slices.SortedFunc(maps.Keys(both), compareIDs) {
+				live(both[id])
 			}
 		}
 	}
@@ -279,6 +291,11 @@ type rowID struct {
 	rollup.Key
 	writer uint16
 	part   uint64
+}
+
+func compareIDs(a, b rowID) int {
+	return cmp.Or(strings.Compare(a.Tenant, b.Tenant), strings.Compare(a.Metric, b.Metric), strings.Compare(a.Device, b.Device),
+		cmp.Compare(a.Minute, b.Minute), cmp.Compare(a.writer, b.writer), cmp.Compare(a.part, b.part))
 }
 
 // scanUnder calls emit with every row under base (an hour's prefix, or a
@@ -322,7 +339,9 @@ func scanUnder(it *pebble.Iterator, base []byte, f rollup.Filter, from, to int64
 			metric := string(rest[:i])
 			mp := under(bytes.Clone(base), f.Tenant, metric, f.Device)
 			lo, end := deviceRange(mp, f)
-			ok = it.SeekGE(lo)
+			if ok = it.SeekGE(lo); !ok && it.Error() != nil {
+				return it.Error() // the next metric's seek would clear it
+			}
 			if err := scan(mp, end); err != nil {
 				return err
 			}
@@ -360,56 +379,80 @@ func deviceRange(mp []byte, f rollup.Filter) (lo, end []byte) {
 }
 
 // Devices lists, sorted, the devices of tenant with live rollup rows on
-// day, keeping none of the rows.
+// day, keeping none of the rows. On a day that also holds rows in the
+// legacy layout, a row is live by its highest version in either layout,
+// which a point read of its other key finds.
 func (s *Store) Devices(ctx context.Context, tenant string, day model.Day) ([]string, error) {
 	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: dayPrefix(nil, day), UpperBound: dayPrefix(nil, day+1)})
 	if err != nil {
 		return nil, fmt.Errorf("list devices with rollups: %w", err)
 	}
+	defer it.Close()
 	legacy := it.SeekGE(append(dayPrefix(nil, day), 1))
-	if err := it.Close(); err != nil {
+	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("list devices with rollups: %w", err)
 	}
 	seen := map[string]struct{}{}
-	if legacy {
-		// Rows in both layouts fold first: a tombstone in one may retract
-		// the other's row. Only a day written across an upgrade has both.
-		rows, err := s.Rows(ctx, rollup.Filter{Tenant: tenant, From: day.Start(), To: day.End()})
-		if err != nil {
-			return nil, fmt.Errorf("list devices with rollups: %w", err)
-		}
-		for _, r := range rows {
-			seen[r.Device] = struct{}{}
-		}
-		return slices.Sorted(maps.Keys(seen)), nil
-	}
-	for h := range 24 {
-		p := under(hourPrefix(nil, day, h), tenant, "", "")
-		it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
-		if err != nil {
-			return nil, fmt.Errorf("list devices with rollups: %w", err)
-		}
-		for ok := it.First(); ok; ok = it.Next() {
+	each := func(p []byte, other func(rollup.Row) []byte) error {
+		for ok := it.SeekGE(p); ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
 			r, err := decode(it.Key(), it.Value())
 			if err != nil {
-				_ = it.Close()
-				return nil, err
+				return err
+			}
+			if _, done := seen[r.Device]; done {
+				continue
+			}
+			if legacy {
+				if r, err = s.newest(r, other(r)); err != nil {
+					return err
+				}
 			}
 			if r.Count > 0 {
 				seen[r.Device] = struct{}{}
 			}
 		}
-		if err := it.Close(); err != nil {
+		return it.Error()
+	}
+	for h := range 24 {
+		if err := each(under(hourPrefix(nil, day, h), tenant, "", ""), legacyKey); err != nil {
+			return nil, fmt.Errorf("list devices with rollups: %w", err)
+		}
+	}
+	if legacy {
+		if err := each(under(dayPrefix(nil, day), tenant, "", ""), func(r rollup.Row) []byte { return appendKey(nil, r) }); err != nil {
 			return nil, fmt.Errorf("list devices with rollups: %w", err)
 		}
 	}
 	return slices.Sorted(maps.Keys(seen)), nil
 }
 
-// prefixEnd returns the first key after every key that begins with p, a
-// prefix ending with a 0 (a name's end).
-func prefixEnd(p []byte) []byte {
-	return append(bytes.Clone(p[:len(p)-1]), 1)
+// legacyKey is r's key in the legacy layout.
+func legacyKey(r rollup.Row) []byte {
+	b := under(dayPrefix(nil, model.DayOf(r.Minute)), r.Tenant, r.Metric, r.Device)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Minute)^(1<<63))
+	b = binary.BigEndian.AppendUint16(b, r.Writer)
+	return binary.BigEndian.AppendUint64(b, r.Part)
+}
+
+// newest returns r, or the row stored under key (r's key in the other
+// layout) if that one has a higher version.
+func (s *Store) newest(r rollup.Row, key []byte) (rollup.Row, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return r, nil
+	}
+	if err != nil {
+		return r, err
+	}
+	defer closer.Close()
+	o, err := decode(key, v)
+	if err != nil {
+		return r, err
+	}
+	if o.Version > r.Version {
+		return o, nil
+	}
+	return r, nil
 }
 
 // Series folds one device's metric into buckets of the step.

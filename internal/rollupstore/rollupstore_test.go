@@ -317,7 +317,7 @@ func TestLegacyValuesReadBack(t *testing.T) {
 	}
 	old[0].Writer, old[0].Part, old[0].FirstTS, old[0].LastTS = 2, 77, minute+1, minute+9
 	for i := range old { // as the earlier version wrote them
-		if err := s.db.Merge(legacyKey(old[i]), rollup.EncodeRow(nil, &old[i]), pebble.Sync); err != nil {
+		if err := s.db.Merge(legacyKeyOnDisk(old[i]), rollup.EncodeRow(nil, &old[i]), pebble.Sync); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -408,11 +408,11 @@ func TestTypedRows(t *testing.T) {
 	}
 }
 
-// legacyKey is r's key as stores written before the hour came into the key
+// legacyKeyOnDisk is r's key as stores written before the hour came into the key
 // laid it out: day tenant 0 metric 0 device 0 minute writer part. Spelled
 // out here rather than built with the store's helpers, so that the test
 // holds the layout such stores have on disk.
-func legacyKey(r rollup.Row) []byte {
+func legacyKeyOnDisk(r rollup.Row) []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(model.DayOf(r.Minute))^(1<<31))
 	for _, part := range []string{r.Tenant, r.Metric, r.Device} {
 		b = append(append(b, part...), 0)
@@ -440,13 +440,14 @@ func TestLegacyLayoutReadBack(t *testing.T) {
 		row("acme", "pump-4", "rpm", m2, 1, 5),  // retracted by a tombstone
 		row("beta", "x", "temp", m1, 1, 1),
 		row("acme", "pump-1", "temp", next, 8, 5),
+		row("acme", "pump-6", "temp", m2, 0, 9), // a tombstone over a lower version
 	}
 	for i, r := range legacy {
 		v := rollup.EncodeValue(nil, &r)
 		if i == 0 {
 			v = rollup.EncodeRow(nil, &r) // an older value: the whole row
 		}
-		if err := s.db.Merge(legacyKey(r), v, pebble.Sync); err != nil {
+		if err := s.db.Merge(legacyKeyOnDisk(r), v, pebble.Sync); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -455,6 +456,7 @@ func TestLegacyLayoutReadBack(t *testing.T) {
 		row("acme", "pump-3", "temp", m1, 7, 5),
 		row("acme", "pump-4", "rpm", m2, 0, 9),
 		row("acme", "pump-5", "temp", m2, 1, 9),
+		row("acme", "pump-6", "temp", m2, 5, 5),
 	}
 	if err := s.Insert(ctx, fresh); err != nil {
 		t.Fatal(err)
@@ -494,8 +496,8 @@ func TestLegacyLayoutReadBack(t *testing.T) {
 	if err != nil || len(buckets) != 2 || buckets[0].Day != d || buckets[1].Day != d+1 {
 		t.Fatalf("Buckets = %+v, %v", buckets, err)
 	}
-	if size, err := s.Measure(ctx, buckets[0]); err != nil || size.Rows != 9 {
-		t.Errorf("Measure = %+v, %v; want the 5 legacy and 4 new rows", size, err)
+	if size, err := s.Measure(ctx, buckets[0]); err != nil || size.Rows != 11 {
+		t.Errorf("Measure = %+v, %v; want the 6 legacy and 5 new rows", size, err)
 	}
 	if _, err := s.DropData(ctx, buckets[0]); err != nil {
 		t.Fatal(err)
@@ -512,4 +514,26 @@ func sortRows(rows []rollup.Row) {
 	slices.SortFunc(rows, func(a, b rollup.Row) int {
 		return cmp.Or(strings.Compare(a.Tenant, b.Tenant), strings.Compare(a.Metric, b.Metric), strings.Compare(a.Device, b.Device), cmp.Compare(a.Minute, b.Minute))
 	})
+}
+
+// Devices finds the devices of every hour of the day, and not one whose
+// rows are all tombstones.
+func TestDevicesAcrossHours(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	d := model.Day(20000)
+	rows := []rollup.Row{
+		row("acme", "a", "temp", d.Start(), 1, 1),
+		row("acme", "b", "temp", d.Start()+13*3_600_000+60_000, 1, 1),
+		row("acme", "c", "rpm", d.End()-60_000, 1, 1),
+		row("acme", "gone", "temp", d.Start()+5*3_600_000, 0, 1),
+		row("beta", "x", "temp", d.Start()+5*3_600_000, 1, 1),
+	}
+	if err := s.Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	devices, err := s.Devices(ctx, "acme", d)
+	if err != nil || !slices.Equal(devices, []string{"a", "b", "c"}) {
+		t.Errorf("Devices = %v, %v; want a, b, c", devices, err)
+	}
 }
