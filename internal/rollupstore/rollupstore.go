@@ -119,7 +119,18 @@ func hourOf(ms int64) int {
 }
 
 func appendKey(b []byte, r rollup.Row) []byte {
-	b = under(hourPrefix(b, model.DayOf(r.Minute), hourOf(r.Minute)), r.Tenant, r.Metric, r.Device)
+	return appendRowKey(hourPrefix(b, model.DayOf(r.Minute), hourOf(r.Minute)), r)
+}
+
+// legacyKey is r's key in the legacy layout.
+func legacyKey(r rollup.Row) []byte {
+	return appendRowKey(dayPrefix(nil, model.DayOf(r.Minute)), r)
+}
+
+// appendRowKey appends to base (r's hour or day prefix) the rest of r's
+// key, which both layouts share.
+func appendRowKey(base []byte, r rollup.Row) []byte {
+	b := under(base, r.Tenant, r.Metric, r.Device)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Minute)^(1<<63))
 	b = binary.BigEndian.AppendUint16(b, r.Writer)
 	return binary.BigEndian.AppendUint64(b, r.Part)
@@ -302,15 +313,11 @@ func compareIDs(a, b rowID) int {
 // day's for the legacy layout) that f and [from, to) select, tombstones
 // included.
 func scanUnder(it *pebble.Iterator, base []byte, f rollup.Filter, from, to int64, emit func(rollup.Row)) error {
-	legacy := len(base) == 4
 	var ok bool
 	// scan reads the rows under p, and below end if it is not nil, from the
 	// iterator's position on.
 	scan := func(p, end []byte) error {
 		for ; ok && bytes.HasPrefix(it.Key(), p) && (end == nil || bytes.Compare(it.Key(), end) < 0); ok = it.Next() {
-			if legacy && len(it.Key()) > 4 && it.Key()[4] == 0 {
-				continue // by hour: read under its own prefix
-			}
 			r, err := decode(it.Key(), it.Value())
 			if err != nil {
 				return err
@@ -354,8 +361,10 @@ func scanUnder(it *pebble.Iterator, base []byte, f rollup.Filter, from, to int64
 	if f.Tenant != "" && f.Metric != "" {
 		lo, end = deviceRange(p, f)
 	}
-	if legacy && len(lo) == 4 {
-		lo = append(bytes.Clone(lo), 1) // past the hours
+	if len(lo) == 4 {
+		// A day's prefix alone (the legacy layout, every tenant): start
+		// past the day's hours, which sort before every tenant.
+		lo = append(bytes.Clone(lo), 1)
 	}
 	ok = it.SeekGE(lo)
 	if err := scan(p, end); err != nil {
@@ -387,10 +396,21 @@ func (s *Store) Devices(ctx context.Context, tenant string, day model.Day) ([]st
 	if err != nil {
 		return nil, fmt.Errorf("list devices with rollups: %w", err)
 	}
-	defer it.Close()
+	seen, err := s.devices(it, tenant, day)
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list devices with rollups: %w", err)
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// devices is Devices through it, an iterator over the day.
+func (s *Store) devices(it *pebble.Iterator, tenant string, day model.Day) (map[string]struct{}, error) {
 	legacy := it.SeekGE(append(dayPrefix(nil, day), 1))
 	if err := it.Error(); err != nil {
-		return nil, fmt.Errorf("list devices with rollups: %w", err)
+		return nil, err
 	}
 	seen := map[string]struct{}{}
 	each := func(p []byte, other func(rollup.Row) []byte) error {
@@ -415,23 +435,15 @@ func (s *Store) Devices(ctx context.Context, tenant string, day model.Day) ([]st
 	}
 	for h := range 24 {
 		if err := each(under(hourPrefix(nil, day, h), tenant, "", ""), legacyKey); err != nil {
-			return nil, fmt.Errorf("list devices with rollups: %w", err)
+			return nil, err
 		}
 	}
 	if legacy {
 		if err := each(under(dayPrefix(nil, day), tenant, "", ""), func(r rollup.Row) []byte { return appendKey(nil, r) }); err != nil {
-			return nil, fmt.Errorf("list devices with rollups: %w", err)
+			return nil, err
 		}
 	}
-	return slices.Sorted(maps.Keys(seen)), nil
-}
-
-// legacyKey is r's key in the legacy layout.
-func legacyKey(r rollup.Row) []byte {
-	b := under(dayPrefix(nil, model.DayOf(r.Minute)), r.Tenant, r.Metric, r.Device)
-	b = binary.BigEndian.AppendUint64(b, uint64(r.Minute)^(1<<63))
-	b = binary.BigEndian.AppendUint16(b, r.Writer)
-	return binary.BigEndian.AppendUint64(b, r.Part)
+	return seen, nil
 }
 
 // newest returns r, or the row stored under key (r's key in the other
