@@ -118,7 +118,7 @@ func (f *Feed) roll(ctx context.Context, force bool) (more bool, done int) {
 			f.requeue(devs, gen, now, false)
 			return false, 0
 		}
-		rows, failed := f.recompute(ctx, devs, taken, version)
+		rows, failed := f.recompute(ctx, devs, version)
 		for _, r := range rows {
 			f.m.emitted.Add(float64(len(r)))
 			f.store(r)
@@ -185,13 +185,12 @@ func (f *Feed) version() uint64 {
 	return v
 }
 
-// recompute reads the marked minutes of devs (minutes in all) from the
-// raw store, ReadConcurrency devices at a time, and returns their rows, a
+// recompute reads the marked minutes of devs from the raw store, ReadConcurrency devices at a time, and returns their rows, a
 // slice per reader, and the devices whose read failed. Each reader appends
 // its devices' rows to one slice sized for them, so that no row is copied
 // after it is computed (a row is 320 bytes, and at 10,000 devices a day
 // copying them into one slice was 7% of the gateway's CPU).
-func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, minutes int, version uint64) ([][]rollup.Row, []*pendingDevice) {
+func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, version uint64) ([][]rollup.Row, []*pendingDevice) {
 	// In key order, each worker a contiguous share: a worker's reads then
 	// move forward through the store, so that nearby devices share the
 	// blocks read for them.
@@ -201,6 +200,7 @@ func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, minutes int
 	errs := make([]error, len(devs))
 	workers := min(f.cfg.ReadConcurrency, len(devs))
 	rows := make([][]rollup.Row, workers)
+	minutes := make([]int, workers)
 	perMinute := cmp.Or(f.rowsPerMinute, 8)
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -210,6 +210,7 @@ func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, minutes int
 			for _, d := range devs[lo:hi] {
 				n += len(d.minutes)
 			}
+			minutes[w] = n
 			// A quarter more than the last roll's average, so that a share
 			// of devices with a few more metrics does not grow (copy) it;
 			// at most a batch's rows, so that a roll after one of many
@@ -235,12 +236,13 @@ func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, minutes int
 		})
 	}
 	wg.Wait()
-	made := 0
-	for _, r := range rows {
+	made, taken := 0, 0
+	for w, r := range rows {
 		made += len(r)
+		taken += minutes[w]
 	}
-	if minutes > 0 {
-		f.rowsPerMinute = float64(made) / float64(minutes)
+	if taken > 0 {
+		f.rowsPerMinute = float64(made) / float64(taken)
 	}
 	var failed []*pendingDevice
 	var firstErr error

@@ -70,7 +70,7 @@ func TestRecomputeLeavesNoRowsOfAFailedDevice(t *testing.T) {
 	for _, d := range devices {
 		devs = append(devs, &pendingDevice{tenant: "acme", device: d, minutes: []pendingMinute{{minute: m0}, {minute: m20}}})
 	}
-	rows, failed := feed.recompute(ctx, devs, 6, 1)
+	rows, failed := feed.recompute(ctx, devs, 1)
 	if len(failed) != 1 || failed[0].device != "b" {
 		t.Fatalf("failed devices %v, want b alone", failed)
 	}
