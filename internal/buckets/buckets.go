@@ -50,7 +50,11 @@
 // Reserve, an entry claims more than the partition holds: Reserve.Rows more
 // rows and Reserve.Bytes more bytes (never past the bounds) and a time range
 // widened by Reserve.Span on each side (within the day). Later rows that fit
-// in the claim need no new entry. Every stored entry is therefore an upper
+// in the claim need no new entry. The first entry a partition gets after it
+// is opened or loaded is exact all the same: a device that writes once
+// while its series-day is held (a quiet one, or one of a fleet larger than
+// MaxSeriesDays) would otherwise pay a claim and its settle, two entries for
+// one row, and hold its series-day in memory until the settle. Every stored entry is therefore an upper
 // bound on its partition's rows and bytes and a superset of its time range,
 // and is marked Ahead: readers still find every row. Settle writes exact
 // entries again once partitions are idle, at shutdown, and on demand (the
@@ -182,6 +186,9 @@ type Partition struct {
 	info  model.PartitionInfo // exact
 	saved model.PartitionInfo // the entry last handed out, if has
 	has   bool
+	// taken says an entry with rows was handed out since the partition was
+	// loaded or opened: the first is exact, later ones claim ahead.
+	taken bool
 	dirty bool   // queued in Planner.dirty
 	epoch uint64 // settle epoch of the last row placed
 	// pending counts entries handed out and not yet reported Landed: the
@@ -451,7 +458,12 @@ func (p *Planner) TakeEntries(dst []Entry) []Entry {
 		if pt.has && covers(pt.saved, pt.info) {
 			continue // ahead of the partition: not evictable until settled
 		}
-		dst = append(dst, p.save(pt, p.aheadOf(pt.info), true))
+		e := pt.info
+		if pt.taken {
+			e = p.aheadOf(pt.info)
+		}
+		pt.taken = true
+		dst = append(dst, p.save(pt, e, true))
 	}
 	clear(p.dirty)
 	p.dirty = p.dirty[:0]

@@ -16,7 +16,10 @@ func reserveConfig() buckets.Config {
 	return c
 }
 
-// TestReserveEntries follows which assignments need a new entry.
+// TestReserveEntries follows which assignments need a new entry. The first
+// entry a partition gets after it is opened is exact (a quiet device's
+// partition is then evictable without a settle); every case starts with
+// that one and then follows the entries that claim ahead.
 func TestReserveEntries(t *testing.T) {
 	start := sdA.Day.Start() + 10_000
 	tests := []struct {
@@ -29,31 +32,37 @@ func TestReserveEntries(t *testing.T) {
 			"rows within the reserve need none",
 			[]int64{start, start + 1, start + 2},
 			[]bool{true, false, false},
-			model.PartitionInfo{Rows: 11, Bytes: 110, MinTS: start - 1000, MaxTS: start + 1000},
+			model.PartitionInfo{Rows: 12, Bytes: 120, MinTS: start - 1000, MaxTS: start + 1000},
 		},
 		{
 			"a row past the span needs one",
 			[]int64{start, start + 999, start + 1001},
 			[]bool{true, false, true},
-			model.PartitionInfo{Rows: 13, Bytes: 130, MinTS: start - 1000, MaxTS: start + 2001},
+			model.PartitionInfo{Rows: 14, Bytes: 140, MinTS: start - 1000, MaxTS: start + 2001},
 		},
 		{
 			"a late row past the span needs one",
 			[]int64{start, start - 1001},
 			[]bool{true, true},
-			model.PartitionInfo{Rows: 12, Bytes: 120, MinTS: start - 2001, MaxTS: start + 1000},
+			model.PartitionInfo{Rows: 13, Bytes: 130, MinTS: start - 2001, MaxTS: start + 1000},
 		},
 		{
 			"the range stays within the day",
 			[]int64{sdA.Day.Start() + 5, sdA.Day.End() - 5},
 			[]bool{true, true},
-			model.PartitionInfo{Rows: 12, Bytes: 120, MinTS: sdA.Day.Start(), MaxTS: sdA.Day.End() - 1},
+			model.PartitionInfo{Rows: 13, Bytes: 130, MinTS: sdA.Day.Start(), MaxTS: sdA.Day.End() - 1},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := buckets.New(reserveConfig())
 			p.Load(sdA, nil)
+			assign(t, p, sdA, unit{tc.ts[0], 1, 10})
+			first := p.TakeDirty()
+			exact := model.PartitionInfo{Key: sdA.Partition(0), Rows: 1, Bytes: 10, MinTS: tc.ts[0], MaxTS: tc.ts[0], State: buckets.StateSingle}
+			if len(first) != 1 || first[0] != exact {
+				t.Fatalf("first entry %+v, want only the exact %+v", first, exact)
+			}
 			var last model.PartitionInfo
 			for i, ts := range tc.ts {
 				assign(t, p, sdA, unit{ts, 1, 10})
@@ -165,14 +174,21 @@ func TestSettleIdleAndUnsave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.TakeDirty(); len(got) != 1 || got[0].Rows != 11 {
-		t.Fatalf("first entry %+v, want one claiming 11 rows", got)
+	if got := p.TakeDirty(); len(got) != 1 || got[0].Rows != 1 || got[0].Ahead {
+		t.Fatalf("first entry %+v, want the exact one", got)
+	}
+	if got := p.Settle(true); len(got) != 0 {
+		t.Fatalf("Settle after an exact entry settled %v", got)
+	}
+	assign(t, p, sdA, unit{sdA.Day.Start() + 5, 1, 10})
+	if got := p.TakeDirty(); len(got) != 1 || got[0].Rows != 12 {
+		t.Fatalf("second entry %+v, want one claiming 12 rows", got)
 	}
 	if got := p.Settle(false); len(got) != 0 {
 		t.Fatalf("Settle right after a write settled %v", got)
 	}
 	got := p.Settle(false)
-	if len(got) != 1 || got[0].Part != pt || got[0].Info.Rows != 1 {
+	if len(got) != 1 || got[0].Part != pt || got[0].Info.Rows != 2 {
 		t.Fatalf("Settle after an idle interval = %+v, want the exact entry", got)
 	}
 	if got := p.Settle(true); len(got) != 0 {
@@ -180,13 +196,13 @@ func TestSettleIdleAndUnsave(t *testing.T) {
 	}
 	// Within its settled entry, no new row is free any more...
 	assign(t, p, sdA, unit{sdA.Day.Start() + 5, 1, 10})
-	if got := p.TakeDirty(); len(got) != 1 || got[0].Rows != 12 {
-		t.Fatalf("entry after settling %+v, want one claiming 12 rows", got)
+	if got := p.TakeDirty(); len(got) != 1 || got[0].Rows != 13 {
+		t.Fatalf("entry after settling %+v, want one claiming 13 rows", got)
 	}
 	// ...and a lost entry is handed out again.
 	p.Unsave([]*buckets.Partition{pt})
-	if got := p.Settle(true); len(got) != 1 || got[0].Info.Rows != 2 {
-		t.Fatalf("Settle after Unsave = %+v, want the exact entry of 2 rows", got)
+	if got := p.Settle(true); len(got) != 1 || got[0].Info.Rows != 3 {
+		t.Fatalf("Settle after Unsave = %+v, want the exact entry of 3 rows", got)
 	}
 }
 
@@ -221,11 +237,14 @@ func TestEvictionWaitsForLanded(t *testing.T) {
 	var inflight []*buckets.Partition
 	for i := range 3 {
 		s := p.Load(sd(i), nil)
-		if _, err := p.Place(s, sdA.Day.Start(), 1, 10); err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range p.TakeEntries(nil) {
-			inflight = append(inflight, e.Part)
+		// Two commits: the first entry is exact, the second runs ahead.
+		for range 2 {
+			if _, err := p.Place(s, sdA.Day.Start(), 1, 10); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range p.TakeEntries(nil) {
+				inflight = append(inflight, e.Part)
+			}
 		}
 	}
 	if p.Len() != 3 {
@@ -258,15 +277,18 @@ func TestEvictionWaitsForLanded(t *testing.T) {
 func TestSettleSeries(t *testing.T) {
 	p := buckets.New(reserveConfig())
 	sdB := model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: "dev-b", Day: sdA.Day}
-	for _, sd := range []model.SeriesDay{sdA, sdB} {
-		s := p.Load(sd, nil)
-		if _, err := p.Place(s, sd.Day.Start()+5, 1, 10); err != nil {
-			t.Fatal(err)
+	held := []*buckets.Series{p.Load(sdA, nil), p.Load(sdB, nil)}
+	// Two rounds: the first entries are exact, the second ones run ahead.
+	for range 2 {
+		for _, s := range held {
+			if _, err := p.Place(s, sdA.Day.Start()+5, 1, 10); err != nil {
+				t.Fatal(err)
+			}
 		}
+		p.TakeDirty()
 	}
-	p.TakeDirty()
 	got := p.SettleSeries([]model.SeriesDay{sdA})
-	if len(got) != 1 || got[0].Info.Key.SeriesDay() != sdA || got[0].Info.Rows != 1 {
+	if len(got) != 1 || got[0].Info.Key.SeriesDay() != sdA || got[0].Info.Rows != 2 {
 		t.Fatalf("SettleSeries(sdA) = %+v, want sdA's exact entry only", got)
 	}
 	if again := p.SettleSeries([]model.SeriesDay{sdA}); len(again) != 0 {
@@ -274,5 +296,38 @@ func TestSettleSeries(t *testing.T) {
 	}
 	if rest := p.Settle(true); len(rest) != 1 || rest[0].Info.Key.SeriesDay() != sdB {
 		t.Fatalf("Settle(true) after it = %+v, want sdB's entry", rest)
+	}
+}
+
+// A series-day written once (a quiet device, or one of a fleet larger than
+// MaxSeriesDays) gets an exact entry, so it can be forgotten as soon as its
+// commit landed: the planner stays within MaxSeriesDays without waiting for
+// a settle, and writes one entry per partition, not a claim and its settle.
+func TestQuietSeriesDaysEvictWithoutSettle(t *testing.T) {
+	cfg := reserveConfig()
+	cfg.MaxSeriesDays = 10
+	p := buckets.New(cfg)
+	claimed := false
+	for i := range 100 {
+		sd := model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: fmt.Sprint("dev-", i), Day: sdA.Day}
+		s := p.Load(sd, nil)
+		if _, err := p.Place(s, sdA.Day.Start()+int64(i), 1, 10); err != nil {
+			t.Fatal(err)
+		}
+		entries := p.TakeEntries(nil)
+		if len(entries) != 1 {
+			t.Fatalf("entries of %v = %+v, want one", sd, entries)
+		}
+		if e := entries[0].Info; (e.Ahead || e.Rows != 1) && !claimed {
+			claimed = true
+			t.Errorf("entry of %v = %+v, want it exact", sd, e)
+		}
+		p.Landed([]*buckets.Partition{entries[0].Part})
+	}
+	if p.Len() > cfg.MaxSeriesDays {
+		t.Errorf("planner holds %d series-days after 100 quiet ones landed, more than %d", p.Len(), cfg.MaxSeriesDays)
+	}
+	if got := p.Settle(true); len(got) != 0 {
+		t.Errorf("Settle found %d entries to settle, want none", len(got))
 	}
 }

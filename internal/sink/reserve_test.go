@@ -142,15 +142,20 @@ func inFlight(s *Sink) int {
 // flight fails when that batch fails, and the lost entry is written again
 // by the next batch.
 func TestReservedEntryLostWithFailedCommit(t *testing.T) {
-	s, hs, firstSeen, g := startFailingCommit(t, 1)
+	s, hs, firstSeen, g := startFailingCommit(t, 2)
 	defer g.open()
 	bcfg := reserveBuckets()
 	write := func(i int) error {
-		return s.Write(context.Background(), &Request{Tenant: tenant, Readings: []model.Reading{reading("dev", base+int64(i)*1000, "a")}})
+		return s.Write(context.Background(), &Request{Tenant: tenant, Readings: []model.Reading{reading("dev", base+int64(i+1)*1000, "a")}})
+	}
+	// Commit 1 opens the partition with an exact entry; commit 2's entry
+	// claims ahead.
+	if err := write(-1); err != nil {
+		t.Fatal(err)
 	}
 	errs := make(chan error, 2)
 	go func() { errs <- write(0) }()
-	<-firstSeen // the entry of the new partition is in flight, and will fail
+	<-firstSeen // the partition's claim is in flight, and will fail
 	go func() { errs <- write(1) }()
 	waitFor(t, "the second batch", func() bool { return inFlight(s) >= 2 })
 	g.open()
@@ -160,11 +165,18 @@ func TestReservedEntryLostWithFailedCommit(t *testing.T) {
 		}
 	}
 	// Nor were its rows stored: they would lie in a partition no entry
-	// covers.
+	// covers. Only commit 1's row is.
 	sd := model.SeriesDay{Kind: model.KindReadings, Tenant: tenant, Series: "dev", Day: model.DayOf(base)}
 	for sub := range uint32(2) {
-		if rows, _ := scanPartition(t, hs.Store, model.PartitionInfo{Key: sd.Partition(sub)}); len(rows) != 0 {
-			t.Errorf("partition %d holds %d rows of requests that failed", sub, len(rows))
+		pk := sd.Partition(sub)
+		rows, err := hs.Store.ScanReadings(context.Background(), pk, store.Range{From: pk.Day.Start(), To: pk.Day.End()}, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.TS != base {
+				t.Errorf("partition %d holds a row at %d, of a request that failed", sub, r.TS)
+			}
 		}
 	}
 	if err := write(2); err != nil {
@@ -175,7 +187,7 @@ func TestReservedEntryLostWithFailedCommit(t *testing.T) {
 	}
 	found := false
 	for _, r := range readAll(t, hs.Store, tenant, "dev") {
-		found = found || r.TS == base+2000
+		found = found || r.TS == base+3000
 	}
 	if !found {
 		t.Errorf("the acknowledged reading is not found by a reader")
@@ -186,13 +198,14 @@ func TestReservedEntryLostWithFailedCommit(t *testing.T) {
 // as many as the partitions it writes rows to, and still it relies on an
 // entry in flight for one of them.
 func TestReliesOnEntryInFlightWhileClosing(t *testing.T) {
-	s, _, seen, g := startFailingCommit(t, 2)
+	s, _, seen, g := startFailingCommit(t, 3)
 	defer g.open()
 	bcfg := reserveBuckets()
 	write := func(rs ...model.Reading) error {
 		return s.Write(context.Background(), &Request{Tenant: tenant, Readings: rs})
 	}
-	// Commit 1 fills device a's partition to the bound exactly.
+	// Commit 1 fills device a's partition to the bound exactly, and opens
+	// device c's with an exact entry.
 	var fill []model.Reading
 	for i := range int(bcfg.MaxRows) {
 		fill = append(fill, reading("a", base+int64(i), "m"))
@@ -200,14 +213,17 @@ func TestReliesOnEntryInFlightWhileClosing(t *testing.T) {
 	if err := write(fill...); err != nil {
 		t.Fatal(err)
 	}
+	if err := write(reading("c", base+2, "m")); err != nil {
+		t.Fatal(err)
+	}
 	errs := make(chan error, 2)
-	// Commit 2 carries device c's new entry, and will fail.
+	// Commit 3 carries device c's claim ahead, and will fail.
 	go func() { errs <- write(reading("c", base, "m")) }()
 	<-seen
-	// Commit 3 closes a's partition, opens the next, and adds a row to c
-	// within the entry of commit 2: two entries for two partitions written.
+	// Commit 4 closes a's partition, opens the next, and adds a row to c
+	// within the entry of commit 3: two entries for two partitions written.
 	go func() { errs <- write(reading("a", base+5000, "m"), reading("c", base+1, "m")) }()
-	waitFor(t, "the third batch", func() bool { return inFlight(s) >= 2 })
+	waitFor(t, "the fourth batch", func() bool { return inFlight(s) >= 2 })
 	g.open()
 	for range 2 {
 		if err := <-errs; err == nil {
