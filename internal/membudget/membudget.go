@@ -22,7 +22,7 @@
 //	Go heap limit           what is left (runtime/debug.SetMemoryLimit); in a
 //	                        build without cgo Pebble allocates in the Go heap,
 //	                        and the limit includes its terms
-//	  series-days           a 16th of the Go heap limit, 480 B each
+//	  series-days           a 4th of the Go heap limit, 480 B each
 //	  pending minutes       a 24th of it, 2 × 200 B per rollups.max_pending
 //
 // The rest of the Go heap limit is for requests in flight (bounded by their
@@ -59,7 +59,7 @@ const (
 	outboxMemTable   = 4 << 20 // Pebble's default memtable
 	storeMemTables   = 2       // the raw store's MemTableStopWritesThreshold
 	otherMemTables   = 2       // Pebble's default threshold, the other databases
-	seriesDayShare   = 16      // a 16th of the Go heap limit
+	seriesDayShare   = 4       // a 4th of the Go heap limit
 	pendingShare     = 24      // a 24th
 	minSeriesDays    = 10_000
 	minPendingMinute = 10_000

@@ -9,11 +9,11 @@ func TestForDividesTheBudget(t *testing.T) {
 		wantStoreMemTable        int64
 		wantStoreCache           int64
 	}{
-		{Min, 10_000, 10_000, 16 << 20, 16 << 20},
-		{384 << 20, 14_745, 11_796, 24 << 20, 56 << 20},
-		{Default, 19_660, 15_728, 32 << 20, 96 << 20},
-		{4 << 30, 406_323, 325_058, 64 << 20, 768 << 20},
-		{Max, 116_273_971, 93_019_176, 64 << 20, 3 << 36},
+		{Min, 39_321, 10_000, 16 << 20, 16 << 20},
+		{384 << 20, 58_982, 11_796, 24 << 20, 56 << 20},
+		{Default, 78_643, 15_728, 32 << 20, 96 << 20},
+		{4 << 30, 1_625_292, 325_058, 64 << 20, 768 << 20},
+		{Max, 465_095_884, 93_019_176, 64 << 20, 3 << 36},
 	} {
 		p := For(tc.budget, All)
 		if p.SeriesDays != tc.wantSeriesDays || p.MaxPending != tc.wantPend || p.StoreMemTable != tc.wantStoreMemTable || p.StoreCache != tc.wantStoreCache {
