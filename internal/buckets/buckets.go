@@ -50,13 +50,15 @@
 // Reserve, an entry claims more than the partition holds: Reserve.Rows more
 // rows and Reserve.Bytes more bytes (never past the bounds) and a time range
 // widened by Reserve.Span on each side (within the day). Later rows that fit
-// in the claim need no new entry. The first entry a partition gets after it
-// is opened or loaded is exact all the same: a device that writes once
-// while its series-day is held (a quiet one, or one of a fleet larger than
-// MaxSeriesDays) would otherwise pay a claim and its settle, two entries for
-// one row, and hold its series-day in memory until the settle. Every stored entry is therefore an upper
+// in the claim need no new entry. Every stored entry is therefore an upper
 // bound on its partition's rows and bytes and a superset of its time range,
-// and is marked Ahead: readers still find every row. Settle writes exact
+// and a claim is marked Ahead: readers still find every row. The first
+// entry a partition gets after it is opened or loaded is exact all the
+// same: a device that writes once while its series-day is held (a quiet
+// one, or one of a fleet larger than MaxSeriesDays) would otherwise pay a
+// claim and its settle, two entries for one row, and hold its series-day in
+// memory until the settle. From its second entry on, a partition that is
+// written again claims ahead. Settle writes exact
 // entries again once partitions are idle, at shutdown, and on demand (the
 // partitions listing asks for it). An entry still Ahead when the planner
 // loads it was left by a run that stopped without settling: the sink counts
@@ -353,8 +355,9 @@ func (p *Planner) ownedBy(sub uint32) bool {
 // entries are all stored exactly, and none still in a commit, are forgotten:
 // one whose entry runs ahead stays until Settle made it exact (after one to
 // two settle intervals idle), one with an entry in a commit until Landed.
-// MaxSeriesDays is therefore a soft bound: the series-days written since
-// their entries were last settled stay on top of it. The sink keeps that
+// MaxSeriesDays is therefore a soft bound: the series-days written again
+// since their entries were last settled stay on top of it (one written once
+// since it was loaded has an exact entry, and goes once it landed). The sink keeps that
 // short: while Over, it settles idle partitions about 32 times per settle
 // interval instead of once, so the planner holds about MaxSeriesDays plus
 // the series-days written since the last of those. A forgotten series-day's state
@@ -449,7 +452,8 @@ func (p *Planner) touch(pt *Partition) {
 // writes them in the same atomic commit as those rows. A partition needs an
 // entry when it is new, was closed, or outgrew the entry last handed out for
 // it (more rows or bytes, or a timestamp outside its range); with a Reserve,
-// the entry is written ahead of the partition, so that most rows need none.
+// every entry but a partition's first since it was opened or loaded is
+// written ahead of the partition, so that most rows need none.
 // It ends a round: when more than MaxSeriesDays series-days are held, it
 // evicts some.
 func (p *Planner) TakeEntries(dst []Entry) []Entry {

@@ -227,6 +227,8 @@ func TestUnsaveForgotten(t *testing.T) {
 
 // A series-day whose entry is still in a commit is not forgotten, so a
 // failure of that commit (Unsave) can still be repaired from its state.
+// The entries are each partition's first, so exact: only their commits in
+// flight hold the series-days.
 func TestEvictionWaitsForLanded(t *testing.T) {
 	cfg := reserveConfig()
 	cfg.MaxSeriesDays = 1
@@ -237,39 +239,59 @@ func TestEvictionWaitsForLanded(t *testing.T) {
 	var inflight []*buckets.Partition
 	for i := range 3 {
 		s := p.Load(sd(i), nil)
-		// Two commits: the first entry is exact, the second runs ahead.
-		for range 2 {
-			if _, err := p.Place(s, sdA.Day.Start(), 1, 10); err != nil {
-				t.Fatal(err)
+		if _, err := p.Place(s, sdA.Day.Start(), 1, 10); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range p.TakeEntries(nil) {
+			if e.Info.Ahead {
+				t.Fatalf("first entry of %v runs ahead: %+v", sd(i), e.Info)
 			}
-			for _, e := range p.TakeEntries(nil) {
-				inflight = append(inflight, e.Part)
-			}
+			inflight = append(inflight, e.Part)
 		}
 	}
 	if p.Len() != 3 {
 		t.Fatalf("with entries in flight the planner holds %d series-days, want 3", p.Len())
 	}
 	// The first commit failed: its partition is still held, so its entry is
-	// written again (with the other two, whose entries run ahead).
+	// written again, and only it: the other two are stored exactly.
 	p.Unsave(inflight[:1])
 	settled := p.Settle(true)
-	found := false
-	var landed []*buckets.Partition
-	for _, e := range settled {
-		found = found || e.Part == inflight[0]
-		landed = append(landed, e.Part)
-	}
-	if !found {
-		t.Fatalf("Settle after a failed commit = %+v, want the lost entry among them", settled)
+	if len(settled) != 1 || settled[0].Part != inflight[0] {
+		t.Fatalf("Settle after a failed commit = %+v, want the lost entry only", settled)
 	}
 	p.Landed(inflight)
-	if p.Len() != 3 {
-		t.Fatalf("with the settle commit in flight the planner holds %d series-days, want 3", p.Len())
+	if p.Lookup(sd(0)) == nil {
+		t.Fatalf("with its settle commit in flight %v was forgotten", sd(0))
 	}
-	p.Landed(landed)
+	if p.Len() > cfg.MaxSeriesDays {
+		t.Errorf("with only sd(0)'s commit in flight the planner holds %d series-days, more than %d", p.Len(), cfg.MaxSeriesDays)
+	}
+	p.Landed([]*buckets.Partition{settled[0].Part})
 	if p.Len() > cfg.MaxSeriesDays {
 		t.Errorf("after every commit landed the planner holds %d series-days, more than %d", p.Len(), cfg.MaxSeriesDays)
+	}
+}
+
+// A partition loaded with an exact stored entry gets an exact entry for
+// its first rows, then claims ahead.
+func TestFirstEntryAfterLoadIsExact(t *testing.T) {
+	p := buckets.New(reserveConfig())
+	start := sdA.Day.Start() + 10_000
+	stored := model.PartitionInfo{Key: sdA.Partition(0), Rows: 5, Bytes: 50, MinTS: start, MaxTS: start + 4, State: buckets.StateSingle}
+	s := p.Load(sdA, []model.PartitionInfo{stored})
+	if _, err := p.Place(s, start+5, 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	want := stored
+	want.Rows, want.Bytes, want.MaxTS = 6, 60, start+5
+	if got := p.TakeDirty(); len(got) != 1 || got[0] != want {
+		t.Fatalf("first entry after the load = %+v, want the exact %+v", got, want)
+	}
+	if _, err := p.Place(s, start+6, 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.TakeDirty(); len(got) != 1 || !got[0].Ahead || got[0].Rows != 17 {
+		t.Fatalf("second entry = %+v, want a claim of 17 rows", got)
 	}
 }
 

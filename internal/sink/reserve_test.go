@@ -179,6 +179,9 @@ func TestReservedEntryLostWithFailedCommit(t *testing.T) {
 			}
 		}
 	}
+	if rows, _ := scanPartition(t, hs.Store, model.PartitionInfo{Key: sd.Partition(0), MinTS: base, MaxTS: base}); len(rows) != 1 {
+		t.Errorf("partition 0 holds %d rows, want commit 1's", len(rows))
+	}
 	if err := write(2); err != nil {
 		t.Fatalf("write after the failure: %v", err)
 	}
@@ -204,8 +207,8 @@ func TestReliesOnEntryInFlightWhileClosing(t *testing.T) {
 	write := func(rs ...model.Reading) error {
 		return s.Write(context.Background(), &Request{Tenant: tenant, Readings: rs})
 	}
-	// Commit 1 fills device a's partition to the bound exactly, and opens
-	// device c's with an exact entry.
+	// Commit 1 fills device a's partition to the bound exactly; commit 2
+	// opens device c's with an exact entry.
 	var fill []model.Reading
 	for i := range int(bcfg.MaxRows) {
 		fill = append(fill, reading("a", base+int64(i), "m"))
