@@ -1,0 +1,58 @@
+package pebblestore_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicehq/sluice/internal/store/pebblestore"
+)
+
+// The store writes each table's index as one block (see indexBlockSize):
+// a table of a few hundred data blocks, which Pebble's default would give
+// a two-level index, has one, so a lookup that misses the cache reads no
+// second-level index block.
+func TestTablesHaveOneLevelIndex(t *testing.T) {
+	db, err := pebblestore.OpenDB(t.TempDir(), pebblestore.Options{CacheBytes: 1 << 20}, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := db.NewBatch()
+	val := make([]byte, 100)
+	for i := range 20_000 {
+		key := fmt.Appendf(nil, "c-series-%08d", i)
+		binary.BigEndian.PutUint64(val, uint64(i)*0x9e3779b97f4a7c15) // not all zeros: no compressing it away
+		if err := b.Set(key, val, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	levels, err := db.SSTables(pebble.WithProperties())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := 0
+	for _, level := range levels {
+		for _, tb := range level {
+			tables++
+			p := tb.Properties
+			if p.NumDataBlocks < 200 {
+				t.Errorf("table %s has %d data blocks: too few to test the index", tb.FileNum, p.NumDataBlocks)
+			}
+			if p.IndexPartitions != 0 {
+				t.Errorf("table %s (%d data blocks) has a two-level index of %d partitions", tb.FileNum, p.NumDataBlocks, p.IndexPartitions)
+			}
+		}
+	}
+	if tables == 0 {
+		t.Fatal("the flush wrote no table")
+	}
+}
