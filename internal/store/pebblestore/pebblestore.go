@@ -106,7 +106,7 @@ func OpenDB(dir string, opts Options, logger *slog.Logger) (*pebble.DB, error) {
 // second-level index block of every level it seeks: with a million devices
 // a day (rollups off) those reads were a fifth of the gateway's CPU, in the
 // planner's catalogue reloads. A table's index in one block is read once
-// and stays cached, as every lookup in the table uses it: the fleet
+// and usually stays cached, as every lookup in the table uses it: the fleet
 // benchmark's million devices went from 22.3–23.9 to 12.4–13.2 CPU-s per
 // million readings (docs/benchmarks.md). Tables written before keep their
 // index as it is; this only sets how new tables are written.
