@@ -90,20 +90,23 @@ func TestQueryEveryCommandJSON(t *testing.T) {
 	klines := strings.Split(strings.TrimSpace(string(kout)), "\n")
 	vkey := klines[len(klines)-1]
 
-	// Audit events of billing-api: two of the day before yesterday, three
-	// of yesterday at 10:00. They are accepted by a first run that takes
-	// late events; the second run refuses them, so it seals both days
-	// (trees of 2, then 5 leaves).
+	// Audit events of billing-api: two of three days ago, three of the day
+	// before yesterday at 10:00 (not yesterday: a day is sealed at the
+	// earliest 10 minutes after it ends, and the test may run just after
+	// midnight). They are accepted by a first run that takes late events;
+	// the second run refuses them, so it seals both days (trees of 2, then 5
+	// leaves).
 	base := day(1).Add(10 * time.Hour)
-	g := startGateway(t, data, auditEnv(keyFile, "84h", "84h10m")...)
+	auditBase := day(2).Add(10 * time.Hour)
+	g := startGateway(t, data, auditEnv(keyFile, "108h", "108h10m")...)
 	var events strings.Builder
 	for i := range 2 {
 		fmt.Fprintf(&events, `{"event_id":"01JP%03d","stream":"billing-api","ts":%q,"action":"invoice.create","attributes":{"amount":%d}}`+"\n",
-			i, day(2).Add(time.Duration(i)*time.Minute).Format(time.RFC3339), i)
+			i, day(3).Add(time.Duration(i)*time.Minute).Format(time.RFC3339), i)
 	}
 	for i := range 3 {
 		fmt.Fprintf(&events, `{"event_id":"01JQ%03d","stream":"billing-api","ts":%q,"action":"invoice.refund","attributes":{"amount":%d}}`+"\n",
-			i, base.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), i)
+			i, auditBase.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), i)
 	}
 	if status, resp := g.post("/v1/audit", "application/x-ndjson", []byte(events.String())); status != 202 {
 		t.Fatalf("POST audit: %d %s", status, resp)
@@ -154,7 +157,7 @@ func TestQueryEveryCommandJSON(t *testing.T) {
 	// The audit log commands write the files the next ones read.
 	order := []string{"rollups rebuild", "rollups verify", "rollups", "top", "readings", "audit", "partitions", "deadletters", "sql",
 		"audit checkpoint", "audit checkpoints", "audit proof", "audit consistency", "audit verify-proof", "audit verify"}
-	day2Arg := day(2).Format(time.DateOnly)
+	auditDay1, auditDay2 := day(2).Format(time.DateOnly), day(3).Format(time.DateOnly)
 	oldCP, proofFile, consFile, exportFile := filepath.Join(dir, "old.checkpoint"), filepath.Join(dir, "evt.proof"),
 		filepath.Join(dir, "billing-api.consistency"), filepath.Join(dir, "billing-api.json")
 	write := func(t *testing.T, file, content string) {
@@ -229,7 +232,7 @@ func TestQueryEveryCommandJSON(t *testing.T) {
 			},
 		},
 		"audit": {
-			args: []string{"audit", "--stream", "billing-api", "--from", from, "--to", to},
+			args: []string{"audit", "--stream", "billing-api", "--from", day(2).Format(time.RFC3339), "--to", day(1).Format(time.RFC3339)},
 			check: func(t *testing.T, out string) {
 				var p wire.EventsPage
 				decodeJSON(t, out, &p, "events")
@@ -284,7 +287,7 @@ func TestQueryEveryCommandJSON(t *testing.T) {
 		},
 	}
 
-	for name, c := range auditLogChecks(t, g, origin, vkey, dayArg, day2Arg, oldCP, proofFile, consFile, exportFile, write) {
+	for name, c := range auditLogChecks(t, g, origin, vkey, auditDay1, auditDay2, oldCP, proofFile, consFile, exportFile, write) {
 		checks[name] = c
 	}
 

@@ -70,7 +70,7 @@ func TestReadyzDrain(t *testing.T) {
 	}
 	g.waitReady(503, "shutting down")
 	g.wantHealthy()
-	body := reading("pump-1", day(0).Add(time.Hour), 1) + "\n"
+	body := reading("pump-1", day(1).Add(time.Hour), 1) + "\n" // in the past at any time of day
 	if status, resp := g.post("/v1/readings", "application/x-ndjson", []byte(body)); status != 202 {
 		t.Fatalf("POST during the drain: %d %s", status, resp)
 	}

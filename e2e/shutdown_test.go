@@ -22,7 +22,7 @@ func TestShutdownCancelsLongRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	body := reading("pump-1", day(0).Add(time.Hour), 1) + "\n"
+	body := reading("pump-1", day(1).Add(time.Hour), 1) + "\n" // in the past at any time of day
 	// Announce more body than is sent, and stall.
 	if _, err := fmt.Fprintf(conn, "POST /v1/readings HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/x-ndjson\r\nContent-Length: %d\r\n\r\n%s",
 		token, len(body)+1000, body); err != nil {
