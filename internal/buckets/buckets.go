@@ -58,8 +58,8 @@
 // one, or one of a fleet larger than MaxSeriesDays) would otherwise pay a
 // claim and its settle, two entries for one row, and hold its series-day in
 // memory until the settle. From its second entry on, a partition that is
-// written again claims ahead. Settle writes exact
-// entries again once partitions are idle, at shutdown, and on demand (the
+// written again claims ahead. Settle writes exact entries again once
+// partitions are idle, at shutdown, and on demand (the
 // partitions listing asks for it). An entry still Ahead when the planner
 // loads it was left by a run that stopped without settling: the sink counts
 // the partition's rows and hands them to Reconcile before any Place (for
@@ -357,12 +357,13 @@ func (p *Planner) ownedBy(sub uint32) bool {
 // two settle intervals idle), one with an entry in a commit until Landed.
 // MaxSeriesDays is therefore a soft bound: the series-days written again
 // since their entries were last settled stay on top of it (one written once
-// since it was loaded has an exact entry, and goes once it landed). The sink keeps that
-// short: while Over, it settles idle partitions about 32 times per settle
-// interval instead of once, so the planner holds about MaxSeriesDays plus
-// the series-days written since the last of those. A forgotten series-day's state
-// is reloaded from the catalogue on its next write (after the commits that
-// hold its changes), so forgetting it is safe.
+// since it was loaded has an exact entry, and goes once it landed). The
+// sink keeps that short: while Over, it settles idle partitions about 32
+// times per settle interval instead of once, so the planner holds about
+// MaxSeriesDays plus the series-days written since the last of those. A
+// forgotten series-day's state is reloaded from the catalogue on its next
+// write (after the commits that hold its changes), so forgetting it is
+// safe.
 //
 // It looks only at the series-days queued in idle, oldest first: each is
 // queued when it is loaded, and again when an entry of one of its

@@ -16,6 +16,30 @@ func reserveConfig() buckets.Config {
 	return c
 }
 
+// takeOne returns the one entry the round hands out, and fails if it hands
+// out another number.
+func takeOne(t *testing.T, p *buckets.Planner) model.PartitionInfo {
+	t.Helper()
+	got := p.TakeDirty()
+	if len(got) != 1 {
+		t.Fatalf("round handed out %+v, want one entry", got)
+	}
+	return got[0]
+}
+
+// settlesNothing fails if Settle(all) hands out an entry; when says when.
+func settlesNothing(t *testing.T, p *buckets.Planner, all bool, when string) {
+	t.Helper()
+	if got := p.Settle(all); len(got) != 0 {
+		t.Fatalf("Settle(%v) %s settled %d entries, the first %+v", all, when, len(got), got[0].Info)
+	}
+}
+
+// devDay is the series-day of device dev-i on sdA's day.
+func devDay(i int) model.SeriesDay {
+	return model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: fmt.Sprint("dev-", i), Day: sdA.Day}
+}
+
 // TestReserveEntries follows which assignments need a new entry. The first
 // entry a partition gets after it is opened is exact (a quiet device's
 // partition is then evictable without a settle); every case starts with
@@ -174,30 +198,24 @@ func TestSettleIdleAndUnsave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.TakeDirty(); len(got) != 1 || got[0].Rows != 1 || got[0].Ahead {
-		t.Fatalf("first entry %+v, want the exact one", got)
+	if e := takeOne(t, p); e.Rows != 1 || e.Ahead {
+		t.Fatalf("first entry %+v, want the exact one", e)
 	}
-	if got := p.Settle(true); len(got) != 0 {
-		t.Fatalf("Settle after an exact entry settled %v", got)
-	}
+	settlesNothing(t, p, true, "after an exact entry")
 	assign(t, p, sdA, unit{sdA.Day.Start() + 5, 1, 10})
-	if got := p.TakeDirty(); len(got) != 1 || got[0].Rows != 12 {
-		t.Fatalf("second entry %+v, want one claiming 12 rows", got)
+	if e := takeOne(t, p); e.Rows != 12 {
+		t.Fatalf("second entry %+v, want one claiming 12 rows", e)
 	}
-	if got := p.Settle(false); len(got) != 0 {
-		t.Fatalf("Settle right after a write settled %v", got)
-	}
+	settlesNothing(t, p, false, "right after a write")
 	got := p.Settle(false)
 	if len(got) != 1 || got[0].Part != pt || got[0].Info.Rows != 2 {
 		t.Fatalf("Settle after an idle interval = %+v, want the exact entry", got)
 	}
-	if got := p.Settle(true); len(got) != 0 {
-		t.Fatalf("Settle of a settled partition = %+v", got)
-	}
+	settlesNothing(t, p, true, "of a settled partition")
 	// Within its settled entry, no new row is free any more...
 	assign(t, p, sdA, unit{sdA.Day.Start() + 5, 1, 10})
-	if got := p.TakeDirty(); len(got) != 1 || got[0].Rows != 13 {
-		t.Fatalf("entry after settling %+v, want one claiming 13 rows", got)
+	if e := takeOne(t, p); e.Rows != 13 {
+		t.Fatalf("entry after settling %+v, want one claiming 13 rows", e)
 	}
 	// ...and a lost entry is handed out again.
 	p.Unsave([]*buckets.Partition{pt})
@@ -220,9 +238,7 @@ func TestUnsaveForgotten(t *testing.T) {
 	p.Forget(sdA)
 	p.Load(sdA, nil) // reloaded, as the sink does on the next write
 	p.Unsave([]*buckets.Partition{pt})
-	if got := p.Settle(true); len(got) != 0 {
-		t.Fatalf("Settle wrote %+v for a forgotten partition", got)
-	}
+	settlesNothing(t, p, true, "for a forgotten partition")
 }
 
 // A series-day whose entry is still in a commit is not forgotten, so a
@@ -233,18 +249,15 @@ func TestEvictionWaitsForLanded(t *testing.T) {
 	cfg := reserveConfig()
 	cfg.MaxSeriesDays = 1
 	p := buckets.New(cfg)
-	sd := func(i int) model.SeriesDay {
-		return model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: fmt.Sprint("dev-", i), Day: sdA.Day}
-	}
 	var inflight []*buckets.Partition
 	for i := range 3 {
-		s := p.Load(sd(i), nil)
+		s := p.Load(devDay(i), nil)
 		if _, err := p.Place(s, sdA.Day.Start(), 1, 10); err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range p.TakeEntries(nil) {
 			if e.Info.Ahead {
-				t.Fatalf("first entry of %v runs ahead: %+v", sd(i), e.Info)
+				t.Fatalf("first entry of %v runs ahead: %+v", devDay(i), e.Info)
 			}
 			inflight = append(inflight, e.Part)
 		}
@@ -260,11 +273,11 @@ func TestEvictionWaitsForLanded(t *testing.T) {
 		t.Fatalf("Settle after a failed commit = %+v, want the lost entry only", settled)
 	}
 	p.Landed(inflight)
-	if p.Lookup(sd(0)) == nil {
-		t.Fatalf("with its settle commit in flight %v was forgotten", sd(0))
+	if p.Lookup(devDay(0)) == nil {
+		t.Fatalf("with its settle commit in flight %v was forgotten", devDay(0))
 	}
 	if p.Len() > cfg.MaxSeriesDays {
-		t.Errorf("with only sd(0)'s commit in flight the planner holds %d series-days, more than %d", p.Len(), cfg.MaxSeriesDays)
+		t.Errorf("with only devDay(0)'s commit in flight the planner holds %d series-days, more than %d", p.Len(), cfg.MaxSeriesDays)
 	}
 	p.Landed([]*buckets.Partition{settled[0].Part})
 	if p.Len() > cfg.MaxSeriesDays {
@@ -284,14 +297,14 @@ func TestFirstEntryAfterLoadIsExact(t *testing.T) {
 	}
 	want := stored
 	want.Rows, want.Bytes, want.MaxTS = 6, 60, start+5
-	if got := p.TakeDirty(); len(got) != 1 || got[0] != want {
-		t.Fatalf("first entry after the load = %+v, want the exact %+v", got, want)
+	if e := takeOne(t, p); e != want {
+		t.Fatalf("first entry after the load = %+v, want the exact %+v", e, want)
 	}
 	if _, err := p.Place(s, start+6, 1, 10); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.TakeDirty(); len(got) != 1 || !got[0].Ahead || got[0].Rows != 17 {
-		t.Fatalf("second entry = %+v, want a claim of 17 rows", got)
+	if e := takeOne(t, p); !e.Ahead || e.Rows != 17 {
+		t.Fatalf("second entry = %+v, want a claim of 17 rows", e)
 	}
 }
 
@@ -331,7 +344,7 @@ func TestQuietSeriesDaysEvictWithoutSettle(t *testing.T) {
 	p := buckets.New(cfg)
 	claimed := false
 	for i := range 100 {
-		sd := model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: fmt.Sprint("dev-", i), Day: sdA.Day}
+		sd := devDay(i)
 		s := p.Load(sd, nil)
 		if _, err := p.Place(s, sdA.Day.Start()+int64(i), 1, 10); err != nil {
 			t.Fatal(err)
@@ -349,7 +362,5 @@ func TestQuietSeriesDaysEvictWithoutSettle(t *testing.T) {
 	if p.Len() > cfg.MaxSeriesDays {
 		t.Errorf("planner holds %d series-days after 100 quiet ones landed, more than %d", p.Len(), cfg.MaxSeriesDays)
 	}
-	if got := p.Settle(true); len(got) != 0 {
-		t.Errorf("Settle found %d entries to settle, want none", len(got))
-	}
+	settlesNothing(t, p, true, "after quiet series-days landed")
 }
