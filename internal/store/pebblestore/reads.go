@@ -1,7 +1,9 @@
 package pebblestore
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -10,50 +12,107 @@ import (
 	"github.com/sluicehq/sluice/internal/store"
 )
 
-// iterSource hands out an iterator bounded to [lower, upper), and the
-// function that gives it back (and reports its error).
+// iterSource hands out an iterator over [lower, upper), and the function
+// that gives it back (and reports its error).
 type iterSource interface {
-	iter(ctx context.Context, lower, upper []byte) (*pebble.Iterator, func() error, error)
+	iter(ctx context.Context, lower, upper []byte) (*span, func() error, error)
 }
 
-func (s *Store) iter(ctx context.Context, lower, upper []byte) (*pebble.Iterator, func() error, error) {
+// span is an iterator seen through the bounds [lower, upper). A span from
+// the store owns its iterator, which Pebble bounds itself (lower and upper
+// are then nil); a span of a read session shares the session's unbounded
+// iterator and checks the bounds here, so that the session never changes
+// the iterator's bounds: that would discard its position, and a seek after
+// it would start from the top of every level instead of moving forward from
+// where the last one ended.
+type span struct {
+	it           *pebble.Iterator
+	lower, upper []byte
+}
+
+// First moves to the first key of the span.
+func (s *span) First() bool {
+	if s.lower == nil {
+		return s.it.First()
+	}
+	return s.SeekGE(s.lower)
+}
+
+// SeekGE moves to the first key of the span at or after k.
+func (s *span) SeekGE(k []byte) bool {
+	if s.lower != nil && bytes.Compare(k, s.lower) < 0 {
+		k = s.lower
+	}
+	return s.it.SeekGE(k) && s.inside()
+}
+
+// Next moves to the next key of the span.
+func (s *span) Next() bool { return s.it.Next() && s.inside() }
+
+// Key and Value are the iterator's, valid until it moves.
+func (s *span) Key() []byte   { return s.it.Key() }
+func (s *span) Value() []byte { return s.it.Value() }
+
+// Error is the iterator's error, if any.
+func (s *span) Error() error { return s.it.Error() }
+
+func (s *span) inside() bool { return s.upper == nil || bytes.Compare(s.it.Key(), s.upper) < 0 }
+
+func (s *Store) iter(ctx context.Context, lower, upper []byte) (*span, func() error, error) {
 	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, nil, err
 	}
-	return it, it.Close, nil
+	return &span{it: it}, it.Close, nil
 }
 
-// Reads serves many small reads from one Pebble iterator, bounded anew for
-// each: a catalogue or a partition's range costs a seek instead of a new
-// iterator, which with many distinct devices is most of the cost of a
-// small read (the rollups' recomputes make one per device). It sees the
-// store as it was when NewReads returned. It is not safe for concurrent use;
-// Close it.
+// Reads serves many small reads from two unbounded Pebble iterators, one
+// for catalogues and one for rows: a catalogue or a partition's range costs
+// a seek instead of a new iterator, which with many distinct devices is
+// most of the cost of a small read (the rollups' recomputes make one per
+// device). Reads made in key order (the recomputes sort their devices) seek
+// forward on each iterator, which Pebble serves by stepping on from the
+// last position where it can. It sees the store as it was when NewReads
+// returned. It is not safe for concurrent use; Close it.
 type Reads struct {
-	it *pebble.Iterator
+	snap      *pebble.Snapshot
+	cat, rows *pebble.Iterator
+	sp        span
 }
 
 // NewReads opens a read session.
 func (s *Store) NewReads(ctx context.Context) (*Reads, error) {
-	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{})
+	// Both iterators read one snapshot, so that a catalogue and the rows it
+	// lists are of the same moment.
+	snap := s.db.NewSnapshot()
+	cat, err := snap.NewIterWithContext(ctx, &pebble.IterOptions{})
 	if err != nil {
+		_ = snap.Close()
 		return nil, fmt.Errorf("open a read session: %w", err)
 	}
-	return &Reads{it: it}, nil
+	rows, err := snap.NewIterWithContext(ctx, &pebble.IterOptions{})
+	if err != nil {
+		_ = errors.Join(cat.Close(), snap.Close())
+		return nil, fmt.Errorf("open a read session: %w", err)
+	}
+	return &Reads{snap: snap, cat: cat, rows: rows}, nil
 }
 
-// Close releases the session's iterator.
+// Close releases the session's iterators.
 func (r *Reads) Close() error {
-	if err := r.it.Close(); err != nil {
+	if err := errors.Join(r.cat.Close(), r.rows.Close(), r.snap.Close()); err != nil {
 		return fmt.Errorf("close a read session: %w", err)
 	}
 	return nil
 }
 
-func (r *Reads) iter(_ context.Context, lower, upper []byte) (*pebble.Iterator, func() error, error) {
-	r.it.SetBounds(lower, upper)
-	return r.it, r.it.Error, nil
+func (r *Reads) iter(_ context.Context, lower, upper []byte) (*span, func() error, error) {
+	it := r.rows
+	if len(lower) > 0 && lower[0] == tabCatalogue {
+		it = r.cat
+	}
+	r.sp = span{it: it, lower: lower, upper: upper}
+	return &r.sp, it.Error, nil
 }
 
 // Catalogue returns every partition of one series-day, ordered by
