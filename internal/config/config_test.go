@@ -338,3 +338,35 @@ func TestMemoryBudgetSizesWhatIsNotSet(t *testing.T) {
 		}
 	}
 }
+
+// memory.gc_percent defaults to DefaultGCPercent and is refused outside
+// 25..1000.
+func TestGCPercent(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, c := range []struct {
+		env  string
+		want int // 0: refused
+	}{
+		{"", DefaultGCPercent},
+		{"SLUICE_MEMORY_GC_PERCENT=100", 100},
+		{"SLUICE_MEMORY_GC_PERCENT=25", 25},
+		{"SLUICE_MEMORY_GC_PERCENT=1000", 1000},
+		{"SLUICE_MEMORY_GC_PERCENT=24", 0},
+		{"SLUICE_MEMORY_GC_PERCENT=1001", 0},
+		{"SLUICE_MEMORY_GC_PERCENT=-1", 0},
+	} {
+		var env []string
+		if c.env != "" {
+			env = []string{c.env}
+		}
+		got, _, err := Load("", env)
+		switch {
+		case c.want == 0 && (err == nil || !strings.Contains(err.Error(), "memory.gc_percent: must be 25..1000")):
+			t.Errorf("%s: err = %v, want memory.gc_percent refused", c.env, err)
+		case c.want != 0 && err != nil:
+			t.Errorf("%s: %v", c.env, err)
+		case c.want != 0 && got.Memory.GCPercent != c.want:
+			t.Errorf("%s: gc_percent %d, want %d", c.env, got.Memory.GCPercent, c.want)
+		}
+	}
+}
