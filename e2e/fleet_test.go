@@ -15,6 +15,7 @@ package e2e
 // to the gateway.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -22,6 +23,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,51 +133,11 @@ func runFleet(tb testing.TB, l fleetLoad, env ...string) fleetResult {
 	g := startGateway(tb, tb.TempDir(), env...)
 	pid := g.cmd.Process.Pid
 	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: l.Clients, MaxConnsPerHost: l.Clients}}
-	defer hc.CloseIdleConnections()
-	url := g.url + l.path()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-	defer cancel()
-	// The first client to fail stops the others, and its error is the
-	// cause.
-	ctx, fail := context.WithCancelCause(ctx)
-	defer fail(nil)
-
 	cpu0 := procCPU(tb, pid)
 	start := time.Now()
-	var next, retries atomic.Int64
-	var wg sync.WaitGroup
-	for range l.Clients {
-		wg.Go(func() {
-			var buf []byte
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= l.requests() || ctx.Err() != nil {
-					return
-				}
-				buf = l.encode(buf[:0], day, i)
-				for {
-					code, err := postNDJSON(ctx, hc, url, buf)
-					if err != nil {
-						fail(err)
-						return
-					}
-					if code == http.StatusAccepted || code == http.StatusNoContent {
-						break
-					}
-					if code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable {
-						fail(fmt.Errorf("request %d: status %d", i, code))
-						return
-					}
-					retries.Add(1)
-					time.Sleep(20 * time.Millisecond)
-				}
-			}
-		})
-	}
-	wg.Wait()
+	retries, err := drive(l, g.url+l.path(), day)
 	acked := time.Since(start)
-	if err := context.Cause(ctx); err != nil {
+	if err != nil {
 		tb.Fatalf("%v\n%s", err, tail(g.logs(), 4000))
 	}
 	rollups := !slices.Contains(env, "SLUICE_ROLLUPS_ENABLED=false")
@@ -192,7 +155,7 @@ func runFleet(tb testing.TB, l fleetLoad, env ...string) fleetResult {
 	idleAt := waitProcIdle(tb, pid)
 	res := fleetResult{
 		acked: acked, idle: idleAt.at.Sub(start), cpu: idleAt.cpu - cpu0,
-		peakRSS: vmHWM(tb, pid), retries: retries.Load(),
+		peakRSS: vmHWM(tb, pid), retries: retries,
 	}
 	if rollups {
 		res.rawReads, res.rolled = g.metric("sluice_rollup_raw_reads_total"), g.metric("sluice_rollup_minutes_rolled_total")
@@ -370,6 +333,107 @@ func benchFleet(b *testing.B, l fleetLoad, gateway bool, run func() fleetResult)
 	sum.retries /= int64(b.N)
 	sum.rawReads, sum.rolled = sum.rawReads/float64(b.N), sum.rolled/float64(b.N)
 	sum.report(b, l, gateway)
+}
+
+// drive sends l's requests to url from l.Clients clients, each request
+// again after a 429 or 503 until it is accepted, and returns how many
+// were sent again, or the first client's error.
+func drive(l fleetLoad, url string, day time.Time) (int64, error) {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: l.Clients, MaxConnsPerHost: l.Clients}}
+	defer hc.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	// The first client to fail stops the others, and its error is the
+	// cause.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+
+	var next, retries atomic.Int64
+	var wg sync.WaitGroup
+	for range l.Clients {
+		wg.Go(func() {
+			var buf []byte
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= l.requests() || ctx.Err() != nil {
+					return
+				}
+				buf = l.encode(buf[:0], day, i)
+				for {
+					code, err := postNDJSON(ctx, hc, url, buf)
+					if err != nil {
+						fail(err)
+						return
+					}
+					if code == http.StatusAccepted || code == http.StatusNoContent {
+						break
+					}
+					if code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable {
+						fail(fmt.Errorf("request %d: status %d", i, code))
+						return
+					}
+					retries.Add(1)
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return retries.Load(), context.Cause(ctx)
+}
+
+// BenchmarkFleetBatchFloor is the floor of the batch-size curve: the same
+// requests, clients and readings as BenchmarkFleetBatch sent to httpfloor
+// (testdata), a bare net/http server that appends each body to a file and
+// answers 202 once a group commit synced it. Its CPU per request is what
+// HTTP and "202 means durable" cost on this machine before any parsing,
+// validation or storage.
+func BenchmarkFleetBatchFloor(b *testing.B) {
+	for _, batch := range []int{1, 10, 100, 1000} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			clients := 64
+			if batch >= 1000 {
+				clients = 8
+			}
+			readings := min(fleetReadings(b, 10_000), batch*200_000)
+			l := fleetLoad{Devices: 10_000, Readings: readings, Batch: batch, Clients: clients}
+			benchFleet(b, l, true, func() fleetResult { return runFloor(b, l) })
+		})
+	}
+}
+
+func runFloor(tb testing.TB, l fleetLoad) fleetResult {
+	tb.Helper()
+	exe := filepath.Join(bin, "httpfloor")
+	if _, err := os.Stat(exe); err != nil {
+		cmd := exec.Command("go", "build", "-o", exe, "./testdata/httpfloor")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			tb.Fatalf("build httpfloor: %v\n%s", err, out)
+		}
+	}
+	cmd := exec.Command(exe, tb.TempDir())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		tb.Fatalf("httpfloor's address: %v", err)
+	}
+	pid := cmd.Process.Pid
+	cpu0 := procCPU(tb, pid)
+	start := time.Now()
+	retries, err := drive(l, "http://"+strings.TrimSpace(addr)+l.path(), time.Now().UTC().Truncate(24*time.Hour))
+	acked := time.Since(start)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	idle := waitProcIdle(tb, pid)
+	return fleetResult{acked: acked, idle: idle.at.Sub(start), cpu: idle.cpu - cpu0, peakRSS: vmHWM(tb, pid), retries: retries}
 }
 
 // BenchmarkFleetLimit is the raw-store limit of the fleet runs: the same
