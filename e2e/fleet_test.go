@@ -300,18 +300,25 @@ func BenchmarkFleetBatch(b *testing.B) {
 		for _, on := range []bool{true, false} {
 			name, env := rollupsEnv(on)
 			b.Run(fmt.Sprintf("batch=%d/%s", batch, name), func(b *testing.B) {
-				clients := 64
-				if batch >= 1000 {
-					clients = 8
-				}
-				// Enough requests for a steady state, few enough for a
-				// minute or so of one-reading requests.
-				readings := min(fleetReadings(b, 10_000), batch*200_000)
-				l := fleetLoad{Devices: 10_000, Readings: readings, Batch: batch, Clients: clients}
+				l := batchLoad(b, batch)
 				benchFleet(b, l, true, func() fleetResult { return runFleet(b, l, env) })
 			})
 		}
 	}
+}
+
+// batchLoad is the batch-size curve's load of batch readings a request:
+// 10,000 devices, 64 clients for the small requests (devices posting their
+// own readings), 8 for 1,000.
+func batchLoad(tb testing.TB, batch int) fleetLoad {
+	clients := 64
+	if batch >= 1000 {
+		clients = 8
+	}
+	// Enough requests for a steady state, few enough for a minute or so of
+	// one-reading requests.
+	readings := min(fleetReadings(tb, 10_000), batch*200_000)
+	return fleetLoad{Devices: 10_000, Readings: readings, Batch: batch, Clients: clients}
 }
 
 // benchFleet runs run b.N times and reports the means (the peak of peak
@@ -391,12 +398,7 @@ func drive(l fleetLoad, url string, day time.Time) (int64, error) {
 func BenchmarkFleetBatchFloor(b *testing.B) {
 	for _, batch := range []int{1, 10, 100, 1000} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			clients := 64
-			if batch >= 1000 {
-				clients = 8
-			}
-			readings := min(fleetReadings(b, 10_000), batch*200_000)
-			l := fleetLoad{Devices: 10_000, Readings: readings, Batch: batch, Clients: clients}
+			l := batchLoad(b, batch)
 			benchFleet(b, l, true, func() fleetResult { return runFloor(b, l) })
 		})
 	}
@@ -404,14 +406,7 @@ func BenchmarkFleetBatchFloor(b *testing.B) {
 
 func runFloor(tb testing.TB, l fleetLoad) fleetResult {
 	tb.Helper()
-	exe := filepath.Join(bin, "httpfloor")
-	if _, err := os.Stat(exe); err != nil {
-		cmd := exec.Command("go", "build", "-o", exe, "./testdata/httpfloor")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			tb.Fatalf("build httpfloor: %v\n%s", err, out)
-		}
-	}
-	cmd := exec.Command(exe, tb.TempDir())
+	cmd := exec.Command(filepath.Join(bin, "httpfloor"), tb.TempDir())
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -427,7 +422,7 @@ func runFloor(tb testing.TB, l fleetLoad) fleetResult {
 	pid := cmd.Process.Pid
 	cpu0 := procCPU(tb, pid)
 	start := time.Now()
-	retries, err := drive(l, "http://"+strings.TrimSpace(addr)+l.path(), time.Now().UTC().Truncate(24*time.Hour))
+	retries, err := drive(l, "http://"+strings.TrimSpace(addr)+l.path(), time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1))
 	acked := time.Since(start)
 	if err != nil {
 		tb.Fatal(err)

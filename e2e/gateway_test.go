@@ -32,8 +32,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = dir
-	for _, name := range []string{"ingest", "query"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./cmd/"+name)
+	// httpfloor is BenchmarkFleetBatchFloor's server.
+	for _, pkg := range []string{"./cmd/ingest", "./cmd/query", "./e2e/testdata/httpfloor"} {
+		name := filepath.Base(pkg)
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
 		cmd.Dir = ".."
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", name, err, out)

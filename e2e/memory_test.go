@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/client"
+	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/membudget"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -83,7 +84,9 @@ func memoryFormula(bodyBudget, rows int64) int64 {
 	// memory budget gives outside the Go heap: the embedded store's cache
 	// and memtables and the rollups' databases.
 	baseline := 40<<20 + membudget.For(membudget.Default, membudget.All).OffHeap()
-	const gcFactor = 2 // GOGC=100: the heap may reach twice what is live
+	// memory.gc_percent: the heap may reach 1 + gc_percent/100 times what
+	// is live.
+	const gcFactor = 1 + config.DefaultGCPercent/100
 	return baseline + gcFactor*(bodyBudget+rows*rowBytes)
 }
 

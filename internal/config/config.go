@@ -72,9 +72,10 @@ type Memory struct {
 }
 
 // DefaultGCPercent is memory.gc_percent's default. Against Go's 100 it
-// collects half as often, which cost the fleet benchmark 13% less CPU with
-// rollups off and 20 MiB more peak RSS (docs/benchmarks.md); the soft limit
-// still holds the heap to its share of the budget.
+// collects half as often, which saved the fleet benchmark 12–13% of its CPU
+// with rollups off for about 20 MiB more peak RSS with rollups on
+// (docs/benchmarks.md); the soft limit still holds the heap to its share of
+// the budget.
 const DefaultGCPercent = 200
 
 // Plan is the division of the memory budget among what the configuration

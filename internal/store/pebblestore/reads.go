@@ -20,11 +20,11 @@ type iterSource interface {
 
 // span is an iterator seen through the bounds [lower, upper). A span from
 // the store owns its iterator, which Pebble bounds itself (lower and upper
-// are then nil); a span of a read session shares the session's unbounded
-// iterator and checks the bounds here, so that the session never changes
-// the iterator's bounds: that would discard its position, and a seek after
-// it would start from the top of every level instead of moving forward from
-// where the last one ended.
+// are then nil); a span of a read session shares one of the session's
+// unbounded iterators and checks the bounds here, so that the session never
+// changes an iterator's bounds: Pebble closes each level's open table when
+// new bounds fall outside it, and the next read opens the table again and
+// loads its index and data blocks anew.
 type span struct {
 	it           *pebble.Iterator
 	lower, upper []byte
@@ -70,37 +70,36 @@ func (s *Store) iter(ctx context.Context, lower, upper []byte) (*span, func() er
 // for catalogues and one for rows: a catalogue or a partition's range costs
 // a seek instead of a new iterator, which with many distinct devices is
 // most of the cost of a small read (the rollups' recomputes make one per
-// device). Reads made in key order (the recomputes sort their devices) seek
-// forward on each iterator, which Pebble serves by stepping on from the
-// last position where it can. It sees the store as it was when NewReads
-// returned. It is not safe for concurrent use; Close it.
+// device). Catalogue and row reads alternate between two distant key
+// ranges; on iterators of their own each keeps the tables and blocks it
+// has open, and reads made in key order (the recomputes sort their
+// devices) mostly find the next one's there. It sees the store as it was
+// when NewReads returned. It is not safe for concurrent use, and one read
+// must end before the next begins (they share one span); Close it once.
 type Reads struct {
-	snap      *pebble.Snapshot
 	cat, rows *pebble.Iterator
 	sp        span
 }
 
 // NewReads opens a read session.
 func (s *Store) NewReads(ctx context.Context) (*Reads, error) {
-	// Both iterators read one snapshot, so that a catalogue and the rows it
-	// lists are of the same moment.
-	snap := s.db.NewSnapshot()
-	cat, err := snap.NewIterWithContext(ctx, &pebble.IterOptions{})
+	cat, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{})
 	if err != nil {
-		_ = snap.Close()
 		return nil, fmt.Errorf("open a read session: %w", err)
 	}
-	rows, err := snap.NewIterWithContext(ctx, &pebble.IterOptions{})
+	// A clone reads the same state of the store, so that a catalogue and
+	// the rows it lists are of the same moment.
+	rows, err := cat.Clone(pebble.CloneOptions{})
 	if err != nil {
-		_ = errors.Join(cat.Close(), snap.Close())
+		_ = cat.Close()
 		return nil, fmt.Errorf("open a read session: %w", err)
 	}
-	return &Reads{snap: snap, cat: cat, rows: rows}, nil
+	return &Reads{cat: cat, rows: rows}, nil
 }
 
 // Close releases the session's iterators.
 func (r *Reads) Close() error {
-	if err := errors.Join(r.cat.Close(), r.rows.Close(), r.snap.Close()); err != nil {
+	if err := errors.Join(r.cat.Close(), r.rows.Close()); err != nil {
 		return fmt.Errorf("close a read session: %w", err)
 	}
 	return nil

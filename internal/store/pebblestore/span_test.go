@@ -30,8 +30,10 @@ func TestSpanBounds(t *testing.T) {
 	defer rs.Close()
 	walk := func(sp *span, first bool, seek string) []string {
 		var got []string
-		ok := sp.First()
-		if !first {
+		var ok bool
+		if first {
+			ok = sp.First()
+		} else {
 			ok = sp.SeekGE([]byte(seek))
 		}
 		for ; ok; ok = sp.Next() {
