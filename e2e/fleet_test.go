@@ -131,37 +131,29 @@ func (r fleetResult) report(b *testing.B, l fleetLoad, gateway bool) {
 func runFleet(tb testing.TB, l fleetLoad, env ...string) fleetResult {
 	tb.Helper()
 	g := startGateway(tb, tb.TempDir(), env...)
-	pid := g.cmd.Process.Pid
-	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
-	cpu0 := procCPU(tb, pid)
-	start := time.Now()
-	retries, err := drive(l, g.url+l.path(), day)
-	acked := time.Since(start)
-	if err != nil {
-		tb.Fatalf("%v\n%s", err, tail(g.logs(), 4000))
-	}
+	yesterday := day(1)
 	rollups := !slices.Contains(env, "SLUICE_ROLLUPS_ENABLED=false")
-	if rollups {
-		// The rollups recompute what was written rollups.roll_delay after
-		// it: a gateway quiet before that is not done.
-		deadline := time.Now().Add(5 * time.Minute)
-		for g.metric("sluice_rollup_pending_minutes") > 0 || g.metric("sluice_rollup_lag_seconds") > 0 {
-			if time.Now().After(deadline) {
-				tb.Fatalf("rollups still pending five minutes after the last acknowledgement")
+	res := measure(tb, g.cmd.Process.Pid, l, g.url+l.path(), yesterday,
+		func(err error) { tb.Fatalf("%v\n%s", err, tail(g.logs(), 4000)) },
+		func() {
+			if !rollups {
+				return
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	idleAt := waitProcIdle(tb, pid)
-	res := fleetResult{
-		acked: acked, idle: idleAt.at.Sub(start), cpu: idleAt.cpu - cpu0,
-		peakRSS: vmHWM(tb, pid), retries: retries,
-	}
+			// The rollups recompute what was written rollups.roll_delay
+			// after it: a gateway quiet before that is not done.
+			deadline := time.Now().Add(5 * time.Minute)
+			for g.metric("sluice_rollup_pending_minutes") > 0 || g.metric("sluice_rollup_lag_seconds") > 0 {
+				if time.Now().After(deadline) {
+					tb.Fatalf("rollups still pending five minutes after the last acknowledgement")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
 	if rollups {
 		res.rawReads, res.rolled = g.metric("sluice_rollup_raw_reads_total"), g.metric("sluice_rollup_minutes_rolled_total")
 	}
 	if l.Check != nil {
-		l.Check(tb, g, day)
+		l.Check(tb, g, yesterday)
 	}
 	g.stop()
 	return res
@@ -342,6 +334,23 @@ func benchFleet(b *testing.B, l fleetLoad, gateway bool, run func() fleetResult)
 	sum.report(b, l, gateway)
 }
 
+// measure sends l to url (readings of day) and charges process pid with
+// them: its CPU from the first request until it is idle again, once
+// settle returned, and its peak RSS. fatal reports a client's error.
+func measure(tb testing.TB, pid int, l fleetLoad, url string, day time.Time, fatal func(error), settle func()) fleetResult {
+	tb.Helper()
+	cpu0 := procCPU(tb, pid)
+	start := time.Now()
+	retries, err := drive(l, url, day)
+	acked := time.Since(start)
+	if err != nil {
+		fatal(err)
+	}
+	settle()
+	idle := waitProcIdle(tb, pid)
+	return fleetResult{acked: acked, idle: idle.at.Sub(start), cpu: idle.cpu - cpu0, peakRSS: vmHWM(tb, pid), retries: retries}
+}
+
 // drive sends l's requests to url from l.Clients clients, each request
 // again after a 429 or 503 until it is accepted, and returns how many
 // were sent again, or the first client's error.
@@ -404,8 +413,14 @@ func BenchmarkFleetBatchFloor(b *testing.B) {
 	}
 }
 
+// buildFloor builds httpfloor once, when a benchmark first needs it.
+var buildFloor = sync.OnceValue(func() error { return build("./e2e/testdata/httpfloor") })
+
 func runFloor(tb testing.TB, l fleetLoad) fleetResult {
 	tb.Helper()
+	if err := buildFloor(); err != nil {
+		tb.Fatal(err)
+	}
 	cmd := exec.Command(filepath.Join(bin, "httpfloor"), tb.TempDir())
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -419,16 +434,8 @@ func runFloor(tb testing.TB, l fleetLoad) fleetResult {
 	if err != nil {
 		tb.Fatalf("httpfloor's address: %v", err)
 	}
-	pid := cmd.Process.Pid
-	cpu0 := procCPU(tb, pid)
-	start := time.Now()
-	retries, err := drive(l, "http://"+strings.TrimSpace(addr)+l.path(), time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1))
-	acked := time.Since(start)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	idle := waitProcIdle(tb, pid)
-	return fleetResult{acked: acked, idle: idle.at.Sub(start), cpu: idle.cpu - cpu0, peakRSS: vmHWM(tb, pid), retries: retries}
+	return measure(tb, cmd.Process.Pid, l, "http://"+strings.TrimSpace(addr)+l.path(), day(1),
+		func(err error) { tb.Fatal(err) }, func() {})
 }
 
 // BenchmarkFleetLimit is the raw-store limit of the fleet runs: the same
@@ -454,7 +461,7 @@ func runLimit(tb testing.TB, l fleetLoad) fleetResult {
 		tb.Fatal(err)
 	}
 	defer db.Close()
-	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
+	yesterday := day(1)
 	self := os.Getpid()
 	cpu0 := procCPU(tb, self)
 	start := time.Now()
@@ -472,7 +479,7 @@ func runLimit(tb testing.TB, l fleetLoad) fleetResult {
 				batch := db.NewBatch()
 				from, to := l.readings(i)
 				for k := from; k < to; k++ {
-					ts := l.ts(day, k)
+					ts := l.ts(yesterday, k)
 					pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: l.device(k), Day: model.DayOf(ts)}.Partition(0)
 					rows = rows[:0]
 					for m := range metrics(k) {

@@ -32,19 +32,27 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = dir
-	// httpfloor is BenchmarkFleetBatchFloor's server.
-	for _, pkg := range []string{"./cmd/ingest", "./cmd/query", "./e2e/testdata/httpfloor"} {
-		name := filepath.Base(pkg)
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
-		cmd.Dir = ".."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", name, err, out)
+	for _, pkg := range []string{"./cmd/ingest", "./cmd/query"} {
+		if err := build(pkg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// build builds the command of package pkg (a path from the module's root)
+// into bin, named as its directory.
+func build(pkg string) error {
+	name := filepath.Base(pkg)
+	cmd := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg)
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %w\n%s", name, err, out)
+	}
+	return nil
 }
 
 const token = "e2e-token-1"

@@ -82,10 +82,9 @@ func TestReserveEntries(t *testing.T) {
 			p := buckets.New(reserveConfig())
 			p.Load(sdA, nil)
 			assign(t, p, sdA, unit{tc.ts[0], 1, 10})
-			first := p.TakeDirty()
 			exact := model.PartitionInfo{Key: sdA.Partition(0), Rows: 1, Bytes: 10, MinTS: tc.ts[0], MaxTS: tc.ts[0], State: buckets.StateSingle}
-			if len(first) != 1 || first[0] != exact {
-				t.Fatalf("first entry %+v, want only the exact %+v", first, exact)
+			if first := takeOne(t, p); first != exact {
+				t.Fatalf("first entry %+v, want the exact %+v", first, exact)
 			}
 			var last model.PartitionInfo
 			for i, ts := range tc.ts {
