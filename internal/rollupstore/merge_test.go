@@ -1,13 +1,14 @@
 package rollupstore
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/rollup"
 )
 
 func TestLatestMerger(t *testing.T) {
-	key := func() []byte { return appendKey(nil, row("acme", "pump-1", "temp", 60_000, 1, 1)) }
+	key := func() []byte { return hourKey(row("acme", "pump-1", "temp", 60_000, 1, 1)) }
 	enc := func(count, version uint64) []byte {
 		r := row("acme", "pump-1", "temp", 60_000, count, version)
 		return rollup.EncodeValue(nil, &r)
@@ -115,6 +116,113 @@ func BenchmarkMerge(b *testing.B) {
 		}
 		if _, _, err := vm.Finish(true); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// The merge of device-minute values keeps, metric by metric, what
+// TestLatestMerger keeps of a row, in whatever order and split the
+// operands come; a value whose framing does not decode ranks below every
+// valid one.
+func TestMinuteMerger(t *testing.T) {
+	r0 := row("acme", "pump-1", "", 60_000, 0, 0)
+	key := appendKey(nil, &r0)
+	type m struct {
+		metric         string
+		count, version uint64
+	}
+	enc := func(ms ...m) []byte {
+		rows := make([]rollup.Row, len(ms))
+		for i, x := range ms {
+			rows[i] = row("acme", "pump-1", x.metric, 60_000, x.count, x.version)
+		}
+		return appendMinuteValue(nil, rows)
+	}
+	// badEntry is a value whose framing decodes but whose one row does not.
+	badEntry := func(metric string) []byte {
+		b := append([]byte{minuteValueVersion, 1, byte(len(metric))}, metric...)
+		return append(b, 3, 2, 1, 200)
+	}
+	corrupt := []byte{minuteValueVersion, 2, 4, 't'}
+	tests := []struct {
+		name     string
+		operands [][]byte // oldest first
+		want     []m      // the rows kept, by metric; nil with wantBad
+		wantBad  bool     // the result does not decode
+	}{
+		{name: "one operand", operands: [][]byte{enc(m{"rpm", 2, 5}, m{"temp", 3, 5})}, want: []m{{"rpm", 2, 5}, {"temp", 3, 5}}},
+		{name: "a newer version wins per metric", operands: [][]byte{enc(m{"rpm", 2, 5}, m{"temp", 3, 5}), enc(m{"temp", 4, 6})},
+			want: []m{{"rpm", 2, 5}, {"temp", 4, 6}}},
+		{name: "an older version arriving later loses", operands: [][]byte{enc(m{"rpm", 2, 6}, m{"temp", 3, 6}), enc(m{"rpm", 9, 5}, m{"temp", 9, 5})},
+			want: []m{{"rpm", 2, 6}, {"temp", 3, 6}}},
+		{name: "rows of one version split over operands", operands: [][]byte{enc(m{"temp", 3, 5}), enc(m{"hum", 1, 5}, m{"rpm", 2, 5})},
+			want: []m{{"hum", 1, 5}, {"rpm", 2, 5}, {"temp", 3, 5}}},
+		{name: "a tombstone of a higher version wins", operands: [][]byte{enc(m{"temp", 4, 6}), enc(m{"temp", 0, 7}), enc(m{"temp", 9, 6})},
+			want: []m{{"temp", 0, 7}}},
+		{name: "corrupt ranks below valid, before", operands: [][]byte{corrupt, enc(m{"temp", 2, 1})}, want: []m{{"temp", 2, 1}}},
+		{name: "corrupt ranks below valid, after", operands: [][]byte{enc(m{"temp", 2, 1}), corrupt}, want: []m{{"temp", 2, 1}}},
+		{name: "only corrupt is kept as is", operands: [][]byte{corrupt}, wantBad: true},
+		{name: "only corrupt twice is kept as is", operands: [][]byte{corrupt, corrupt}, wantBad: true},
+		{name: "a bad row ranks below a valid row of its metric", operands: [][]byte{badEntry("temp"), enc(m{"rpm", 1, 1}, m{"temp", 2, 1})},
+			want: []m{{"rpm", 1, 1}, {"temp", 2, 1}}},
+		{name: "a bad row alone for its metric is kept and reported", operands: [][]byte{enc(m{"rpm", 1, 1}), badEntry("temp")}, wantBad: true},
+	}
+	for _, tc := range tests {
+		for _, newer := range []bool{true, false} {
+			name := tc.name + "/merge older"
+			if newer {
+				name = tc.name + "/merge newer"
+			}
+			t.Run(name, func(t *testing.T) {
+				ops := tc.operands
+				first, rest := ops[0], ops[1:]
+				if !newer {
+					first = ops[len(ops)-1]
+					rest = nil
+					for i := len(ops) - 2; i >= 0; i-- {
+						rest = append(rest, ops[i])
+					}
+				}
+				buf := append([]byte(nil), first...)
+				vm, err := latestMerger.Merge(key, buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				clear(buf) // the merger must have copied what it keeps
+				for _, op := range rest {
+					b := append([]byte(nil), op...)
+					if newer {
+						err = vm.MergeNewer(b)
+					} else {
+						err = vm.MergeOlder(b)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					clear(b)
+				}
+				out, _, err := vm.Finish(true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []m
+				err = decodeEach(key, out, func(r rollup.Row) error {
+					got = append(got, m{r.Metric, r.Count, r.Version})
+					return nil
+				})
+				if tc.wantBad {
+					if err == nil {
+						t.Fatalf("result decodes: %+v", got)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("kept %+v, want %+v", got, tc.want)
+				}
+			})
 		}
 	}
 }

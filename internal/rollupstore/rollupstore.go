@@ -73,21 +73,25 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Key layouts. Both begin with the UTC day (4 bytes, sign flipped), so
+// Key layouts. All begin with the UTC day (4 bytes, sign flipped), so
 // that one day of every tenant is one key range: retention drops it with
 // one range delete.
 //
-//	by hour:  day 0x00 hour(1) tenant 0 metric 0 device 0 minute(8, sign flipped) writer(2) part(8)
-//	legacy:   day tenant 0 metric 0 device 0 minute writer part
+//	by minute: day 0x00 0x80|hour tenant 0 device 0 minute(8, sign flipped) writer(2) part(8)
+//	by hour:   day 0x00 hour(1) tenant 0 metric 0 device 0 minute writer part
+//	legacy:    day tenant 0 metric 0 device 0 minute writer part
 //
-// Rows are written by hour since 2026-11-27; stores written before hold
-// the legacy layout, which reads fold in. The hour of the day before the
-// tenant makes rollups written in time order (a fleet reporting now, or a
+// Rows are written by minute since 2026-11-28: one key per device-minute
+// whose value holds the rows of all its metrics (minute.go), where the
+// layouts before held one key per metric; a fleet whose readings carry
+// several metrics writes, flushes and compacts that many times fewer keys.
+// Stores written before hold the by-hour layout (from 2026-11-27) or the
+// legacy one, which reads fold in. The hour of the day before the tenant
+// makes rollups written in time order (a fleet reporting now, or a
 // backfill in order) land after the previous hours' keys, so that the
 // tables a flush writes barely overlap the ones before and compactions
-// have less to rewrite: at 10,000 devices a day, rollups on, the fleet
-// benchmark's gateway spent about a sixth less CPU. A tenant name is never
-// empty, so a legacy key never has a 0 after its day.
+// have less to rewrite. A tenant name is never empty, so a legacy key
+// never has a 0 after its day.
 
 // dayPrefix appends the first bytes of every key of day.
 func dayPrefix(b []byte, day model.Day) []byte {
@@ -118,8 +122,33 @@ func hourOf(ms int64) int {
 	return int((ms - model.DayOf(ms).Start()) / (60 * rollup.MinuteMillis))
 }
 
-func appendKey(b []byte, r rollup.Row) []byte {
-	return appendRowKey(hourPrefix(b, model.DayOf(r.Minute), hourOf(r.Minute)), r)
+// minuteHour is the byte after a by-minute key's 0 that holds its hour.
+const minuteHour = 0x80
+
+// minutePrefix appends the first bytes of every by-minute key of hour h
+// (0–23) of day.
+func minutePrefix(b []byte, day model.Day, h int) []byte {
+	return append(dayPrefix(b, day), 0, minuteHour|byte(h))
+}
+
+// isMinuteKey reports whether k is in the by-minute layout.
+func isMinuteKey(k []byte) bool {
+	return len(k) > 5 && k[4] == 0 && k[5]&minuteHour != 0
+}
+
+// appendKey appends the key of r's device-minute.
+func appendKey(b []byte, r *rollup.Row) []byte {
+	b = minutePrefix(b, model.DayOf(r.Minute), hourOf(r.Minute))
+	b = append(append(b, r.Tenant...), 0)
+	b = append(append(b, r.Device...), 0)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Minute)^(1<<63))
+	b = binary.BigEndian.AppendUint16(b, r.Writer)
+	return binary.BigEndian.AppendUint64(b, r.Part)
+}
+
+// hourKey is r's key in the by-hour layout.
+func hourKey(r rollup.Row) []byte {
+	return appendRowKey(hourPrefix(nil, model.DayOf(r.Minute), hourOf(r.Minute)), r)
 }
 
 // legacyKey is r's key in the legacy layout.
@@ -128,7 +157,7 @@ func legacyKey(r rollup.Row) []byte {
 }
 
 // appendRowKey appends to base (r's hour or day prefix) the rest of r's
-// key, which both layouts share.
+// key, which the by-hour and legacy layouts share.
 func appendRowKey(base []byte, r rollup.Row) []byte {
 	b := under(base, r.Tenant, r.Metric, r.Device)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Minute)^(1<<63))
@@ -157,7 +186,54 @@ func decode(k, v []byte) (rollup.Row, error) {
 	return r, nil
 }
 
-// parseKey reads the key fields of r from k (see prefix and appendKey).
+// parseMinuteKey reads the tenant, device, minute, writer and part of a
+// by-minute key.
+func parseMinuteKey(k []byte, r *rollup.Row) error {
+	bad := func(what string) error {
+		return fmt.Errorf("rollup key %x: no %s: %w", k, what, rollup.ErrCorrupt)
+	}
+	rest := k[6:]
+	for _, f := range [2]struct {
+		s    *string
+		name string
+	}{{&r.Tenant, "tenant"}, {&r.Device, "device"}} {
+		n := bytes.IndexByte(rest, 0)
+		if n < 0 {
+			return bad(f.name)
+		}
+		*f.s = string(rest[:n])
+		rest = rest[n+1:]
+	}
+	if len(rest) != 8+2+8 {
+		return bad("minute, writer and part")
+	}
+	r.Minute = int64(binary.BigEndian.Uint64(rest) ^ (1 << 63))
+	r.Writer = binary.BigEndian.Uint16(rest[8:])
+	r.Part = binary.BigEndian.Uint64(rest[10:])
+	return nil
+}
+
+// decodeEach calls emit with each row stored under k with value v: the
+// rows of every metric of a by-minute key, the one row of another.
+func decodeEach(k, v []byte, emit func(rollup.Row) error) error {
+	if !isMinuteKey(k) {
+		r, err := decode(k, v)
+		if err != nil {
+			return err
+		}
+		return emit(r)
+	}
+	var key rollup.Row
+	if err := parseMinuteKey(k, &key); err != nil {
+		return err
+	}
+	if err := decodeMinute(key, v, emit); err != nil {
+		return fmt.Errorf("decode rollup entry %x: %w", k, err)
+	}
+	return nil
+}
+
+// parseKey reads the key fields of r from k, a by-hour or legacy key.
 func parseKey(k []byte, r *rollup.Row) error {
 	bad := func(what string) error {
 		return fmt.Errorf("rollup key %x: no %s: %w", k, what, rollup.ErrCorrupt)
@@ -191,8 +267,11 @@ func parseKey(k []byte, r *rollup.Row) error {
 }
 
 // Insert keeps, for each row, the highest version of it, durably. It reads
-// nothing: every row is a merge operand, and the store's merger keeps the
-// operand with the highest version, whatever order they arrive in.
+// nothing: the rows of each device-minute are one merge operand, and the
+// store's merger keeps of each metric the row with the highest version,
+// whatever order they arrive in and however a device-minute's rows are
+// split over inserts. Rows of one device-minute are best given together
+// (Compute gives them so): each run of them is one operand.
 func (s *Store) Insert(ctx context.Context, rows []rollup.Row) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -200,12 +279,24 @@ func (s *Store) Insert(ctx context.Context, rows []rollup.Row) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	var k, v []byte
-	for i := range rows {
-		k = appendKey(k[:0], rows[i])
-		v = rollup.EncodeValue(v[:0], &rows[i])
+	var scratch []rollup.Row
+	for i := 0; i < len(rows); {
+		j := runEnd(rows, i)
+		for n := i; n < j; n++ {
+			if r := &rows[n]; r.Tenant == "" || r.Device == "" || r.Metric == "" {
+				return fmt.Errorf("insert rollup rows: row %d: tenant %q, device %q and metric %q must not be empty", n, r.Tenant, r.Device, r.Metric)
+			}
+		}
+		run := minuteRun(rows[i:j], scratch)
+		if len(run) > 0 && &run[0] != &rows[i] {
+			scratch = run[:0]
+		}
+		k = appendKey(k[:0], &rows[i])
+		v = appendMinuteValue(v[:0], run)
 		if err := b.Merge(k, v, nil); err != nil {
 			return fmt.Errorf("insert rollup rows: %w", err)
 		}
+		i = j
 	}
 	if err := s.db.Apply(b, pebble.Sync); err != nil {
 		return fmt.Errorf("insert %d rollup rows: %w", len(rows), err)
@@ -252,19 +343,17 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 		if day == last {
 			hi = hourOf(to - 1)
 		}
-		// Legacy keys follow the day's hours (a tenant's first byte is
-		// above the hours' 0).
-		legacy := it.SeekGE(append(dayPrefix(nil, day), 1)) && dayOfKey(it.Key()) == day
-		if err := it.Error(); err != nil { // a later seek would clear it
+		hasHour, legacy, err := oldLayouts(it, day)
+		if err != nil {
 			_ = it.Close()
 			return nil, fmt.Errorf("read rollup rows: %w", err)
 		}
 		emit := live
 		var both map[rowID]rollup.Row
-		if legacy {
-			// A row may be in both layouts (written before an upgrade and
-			// recomputed after it): keep its highest version, tombstones
-			// included, before leaving them out.
+		if hasHour || legacy {
+			// A row may be in more than one layout (written before an
+			// upgrade and recomputed after it): keep its highest version,
+			// tombstones included, before leaving them out.
 			both = map[rowID]rollup.Row{}
 			emit = func(r rollup.Row) {
 				id := rowID{r.Key, r.Writer, r.Part}
@@ -274,6 +363,12 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 			}
 		}
 		for h := lo; h <= hi; h++ {
+			if err := scanMinutes(it, minutePrefix(nil, day, h), f, from, to, emit); err != nil {
+				_ = it.Close()
+				return nil, err
+			}
+		}
+		for h := lo; h <= hi && hasHour; h++ {
 			if err := scanUnder(it, hourPrefix(nil, day, h), f, from, to, emit); err != nil {
 				_ = it.Close()
 				return nil, err
@@ -284,6 +379,8 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 				_ = it.Close()
 				return nil, err
 			}
+		}
+		if both != nil {
 			// In key order, so that a query's sums add up the same way
 			// each time.
 			for _, id := range slices.SortedFunc(maps.Keys(both), compareIDs) {
@@ -295,6 +392,61 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 		return nil, fmt.Errorf("read rollup rows: %w", err)
 	}
 	return out, nil
+}
+
+// oldLayouts reports whether day holds keys in the by-hour and in the
+// legacy layout (written before the by-minute one), through it, an
+// iterator whose bounds include the day.
+func oldLayouts(it *pebble.Iterator, day model.Day) (hasHour, legacy bool, err error) {
+	if it.SeekGE(hourPrefix(nil, day, 0)) {
+		k := it.Key()
+		hasHour = dayOfKey(k) == day && len(k) > 5 && k[4] == 0 && k[5] < minuteHour
+	}
+	// Legacy keys follow the day's hours (a tenant's first byte is above
+	// their 0).
+	legacy = it.SeekGE(append(dayPrefix(nil, day), 1)) && dayOfKey(it.Key()) == day
+	return hasHour, legacy, it.Error()
+}
+
+// scanMinutes calls emit with every row under base (an hour's by-minute
+// prefix) that f and [from, to) select, tombstones included. Under a
+// tenant, the keys are in device order, so a filter's devices are one
+// range of them.
+func scanMinutes(it *pebble.Iterator, base []byte, f rollup.Filter, from, to int64, emit func(rollup.Row)) error {
+	p := under(bytes.Clone(base), f.Tenant, f.Device, "")
+	lo, end := p, []byte(nil)
+	if f.Tenant != "" && f.Device == "" {
+		lo = append(bytes.Clone(p), f.DeviceFrom...)
+		if f.DeviceTo != "" {
+			end = append(bytes.Clone(p), f.DeviceTo...)
+		}
+	}
+	var key rollup.Row
+	for ok := it.SeekGE(lo); ok && bytes.HasPrefix(it.Key(), p) && (end == nil || bytes.Compare(it.Key(), end) < 0); ok = it.Next() {
+		k := it.Key()
+		if err := parseMinuteKey(k, &key); err != nil {
+			return err
+		}
+		if key.Minute < from || key.Minute >= to || !f.HasDevice(key.Device) {
+			continue
+		}
+		err := eachMinuteEntry(it.Value(), func(metric, value []byte) error {
+			if f.Metric != "" && string(metric) != f.Metric {
+				return nil
+			}
+			r := key
+			r.Metric = string(metric)
+			if err := rollup.DecodeValue(value, &r); err != nil {
+				return fmt.Errorf("metric %q: %w", metric, err)
+			}
+			emit(r)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("decode rollup entry %x: %w", k, err)
+		}
+	}
+	return it.Error()
 }
 
 // rowID is what names a row: the rest of it is its aggregate and version.
@@ -408,63 +560,96 @@ func (s *Store) Devices(ctx context.Context, tenant string, day model.Day) ([]st
 
 // devices is Devices through it, an iterator over the day.
 func (s *Store) devices(it *pebble.Iterator, tenant string, day model.Day) (map[string]struct{}, error) {
-	legacy := it.SeekGE(append(dayPrefix(nil, day), 1))
-	if err := it.Error(); err != nil {
+	hasHour, legacy, err := oldLayouts(it, day)
+	if err != nil {
 		return nil, err
 	}
+	mixed := hasHour || legacy
 	seen := map[string]struct{}{}
-	each := func(p []byte, other func(rollup.Row) []byte) error {
-		for ok := it.SeekGE(p); ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
-			r, err := decode(it.Key(), it.Value())
+	// each reads the rows under p; on a day of more than one layout a row
+	// counts by its newest version, which others gives the keys of.
+	each := func(p []byte, others ...func(rollup.Row) []byte) error {
+		for ok := it.SeekGE(p); ok && bytes.HasPrefix(it.Key(), p); {
+			var device string
+			err := decodeEach(it.Key(), it.Value(), func(r rollup.Row) error {
+				device = r.Device
+				if _, done := seen[r.Device]; done {
+					return nil
+				}
+				if mixed {
+					var err error
+					if r, err = s.newest(r, others); err != nil {
+						return err
+					}
+				}
+				if r.Count > 0 {
+					seen[r.Device] = struct{}{}
+				}
+				return nil
+			})
 			if err != nil {
 				return err
 			}
-			if _, done := seen[r.Device]; done {
+			if _, done := seen[device]; done && isMinuteKey(it.Key()) {
+				// By minute, a device's keys are together: skip the rest.
+				ok = it.SeekGE(append(append(bytes.Clone(p), device...), 1))
 				continue
 			}
-			if legacy {
-				if r, err = s.newest(r, other(r)); err != nil {
-					return err
-				}
-			}
-			if r.Count > 0 {
-				seen[r.Device] = struct{}{}
-			}
+			ok = it.Next()
 		}
 		return it.Error()
 	}
+	var olds []func(rollup.Row) []byte
+	if hasHour {
+		olds = append(olds, hourKey)
+	}
+	if legacy {
+		olds = append(olds, legacyKey)
+	}
+	minuteKey := func(r rollup.Row) []byte { return appendKey(nil, &r) }
 	for h := range 24 {
-		if err := each(under(hourPrefix(nil, day, h), tenant, "", ""), legacyKey); err != nil {
+		if err := each(under(minutePrefix(nil, day, h), tenant, "", ""), olds...); err != nil {
+			return nil, err
+		}
+	}
+	for h := 0; h < 24 && hasHour; h++ {
+		if err := each(under(hourPrefix(nil, day, h), tenant, "", ""), minuteKey, legacyKey); err != nil {
 			return nil, err
 		}
 	}
 	if legacy {
-		if err := each(under(dayPrefix(nil, day), tenant, "", ""), func(r rollup.Row) []byte { return appendKey(nil, r) }); err != nil {
+		if err := each(under(dayPrefix(nil, day), tenant, "", ""), minuteKey, hourKey); err != nil {
 			return nil, err
 		}
 	}
 	return seen, nil
 }
 
-// newest returns r, or the row stored under key (r's key in the other
-// layout) if that one has a higher version.
-func (s *Store) newest(r rollup.Row, key []byte) (rollup.Row, error) {
-	v, closer, err := s.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return r, nil
+// newest returns r, or the row of r's metric stored under one of keys (r's
+// keys in the other layouts) if that one has a higher version.
+func (s *Store) newest(r rollup.Row, keys []func(rollup.Row) []byte) (rollup.Row, error) {
+	best := r
+	for _, key := range keys {
+		k := key(r)
+		v, closer, err := s.db.Get(k)
+		if errors.Is(err, pebble.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return r, err
+		}
+		err = decodeEach(k, v, func(o rollup.Row) error {
+			if o.Metric == r.Metric && o.Version > best.Version {
+				best = o
+			}
+			return nil
+		})
+		_ = closer.Close()
+		if err != nil {
+			return r, err
+		}
 	}
-	if err != nil {
-		return r, err
-	}
-	defer closer.Close()
-	o, err := decode(key, v)
-	if err != nil {
-		return r, err
-	}
-	if o.Version > r.Version {
-		return o, nil
-	}
-	return r, nil
+	return best, nil
 }
 
 // Series folds one device's metric into buckets of the step.
@@ -504,8 +689,8 @@ func (s *Store) Buckets(ctx context.Context, before model.Day) ([]store.Bucket, 
 	return out, nil
 }
 
-// Measure counts the day's rollup rows (every version and tombstone kept)
-// and their bytes.
+// Measure counts the day's rollup rows (every version and tombstone kept;
+// a device-minute key holds one per metric) and their bytes.
 func (s *Store) Measure(ctx context.Context, b store.Bucket) (store.BucketSize, error) {
 	var size store.BucketSize
 	if b.Kind != store.BucketRollups {
@@ -516,7 +701,11 @@ func (s *Store) Measure(ctx context.Context, b store.Bucket) (store.BucketSize, 
 		return size, fmt.Errorf("measure %s: %w", b, err)
 	}
 	for ok := it.First(); ok; ok = it.Next() {
-		size.Rows++
+		if isMinuteKey(it.Key()) {
+			size.Rows += minuteRows(it.Value())
+		} else {
+			size.Rows++
+		}
 		size.Bytes += int64(len(it.Key()) + len(it.Value()))
 	}
 	if err := it.Close(); err != nil {

@@ -422,11 +422,47 @@ func legacyKeyOnDisk(r rollup.Row) []byte {
 	return binary.BigEndian.AppendUint64(b, r.Part)
 }
 
-// A store written before the hour came into the key reads back: its rows
-// are found by every kind of filter beside rows written since; of a row in
-// both layouts the highest version wins, a tombstone included; Devices,
-// Buckets, Measure and DropData see both.
+// hourKeyOnDisk is r's key as stores written before the device-minute came
+// into the key laid it out: day 0 hour tenant 0 metric 0 device 0 minute
+// writer part, spelled out as legacyKeyOnDisk is.
+func hourKeyOnDisk(r rollup.Row) []byte {
+	d := model.DayOf(r.Minute)
+	b := binary.BigEndian.AppendUint32(nil, uint32(d)^(1<<31))
+	b = append(b, 0, byte((r.Minute-d.Start())/3_600_000))
+	for _, part := range []string{r.Tenant, r.Metric, r.Device} {
+		b = append(append(b, part...), 0)
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Minute)^(1<<63))
+	b = binary.BigEndian.AppendUint16(b, r.Writer)
+	return binary.BigEndian.AppendUint64(b, r.Part)
+}
+
+// Stores written in the layouts before the device-minute one (legacy: no
+// hour in the key; by hour: one key per metric) read back: their rows are
+// found by every kind of filter beside rows written since; of a row in two
+// layouts the highest version wins, a tombstone included; Devices,
+// Buckets, Measure and DropData see all of them. "both" writes the old
+// rows alternately in the two old layouts, as a store upgraded twice holds
+// them.
 func TestLegacyLayoutReadBack(t *testing.T) {
+	for _, layout := range []struct {
+		name string
+		key  func(i int, r rollup.Row) []byte
+	}{
+		{"legacy", func(_ int, r rollup.Row) []byte { return legacyKeyOnDisk(r) }},
+		{"by hour", func(_ int, r rollup.Row) []byte { return hourKeyOnDisk(r) }},
+		{"both", func(i int, r rollup.Row) []byte {
+			if i%2 == 0 {
+				return legacyKeyOnDisk(r)
+			}
+			return hourKeyOnDisk(r)
+		}},
+	} {
+		t.Run(layout.name, func(t *testing.T) { testOldLayoutReadBack(t, layout.key) })
+	}
+}
+
+func testOldLayoutReadBack(t *testing.T, key func(i int, r rollup.Row) []byte) {
 	s := open(t)
 	ctx := context.Background()
 	d := model.Day(20000)
@@ -447,7 +483,7 @@ func TestLegacyLayoutReadBack(t *testing.T) {
 		if i == 0 {
 			v = rollup.EncodeRow(nil, &r) // an older value: the whole row
 		}
-		if err := s.db.Merge(legacyKeyOnDisk(r), v, pebble.Sync); err != nil {
+		if err := s.db.Merge(key(i, r), v, pebble.Sync); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -535,5 +571,71 @@ func TestDevicesAcrossHours(t *testing.T) {
 	devices, err := s.Devices(ctx, "acme", d)
 	if err != nil || !slices.Equal(devices, []string{"a", "b", "c"}) {
 		t.Errorf("Devices = %v, %v; want a, b, c", devices, err)
+	}
+}
+
+// The rows of one device-minute share a key: rows given in several
+// inserts, out of metric order or twice in one insert keep of each metric
+// its highest version, in the memtable and after compactions merged the
+// operands; Measure counts them one per metric.
+func TestDeviceMinuteRows(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	d := model.Day(20000)
+	m := d.Start() + (7*60+3)*60_000
+	inserts := [][]rollup.Row{
+		{row("acme", "d1", "rpm", m, 2, 5), row("acme", "d1", "temp", m, 3, 5)},
+		{row("acme", "d1", "hum", m, 1, 5)},
+		{row("acme", "d1", "temp", m, 9, 6), row("acme", "d1", "rpm", m, 7, 4)},
+		// One run, out of order and temp twice: the higher version stays.
+		{row("acme", "d2", "temp", m, 1, 7), row("acme", "d2", "hum", m, 2, 7), row("acme", "d2", "temp", m, 3, 8)},
+		{row("acme", "d3", "temp", m, 4, 1)},
+		{row("acme", "d3", "temp", m, 0, 2)}, // a tombstone: d3 has no live rows
+	}
+	for _, rows := range inserts {
+		if err := s.Insert(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []rollup.Row{
+		row("acme", "d1", "hum", m, 1, 5), row("acme", "d1", "rpm", m, 2, 5), row("acme", "d1", "temp", m, 9, 6),
+		row("acme", "d2", "hum", m, 2, 7), row("acme", "d2", "temp", m, 3, 8),
+	}
+	check := func(when string) {
+		t.Helper()
+		got, err := s.Rows(ctx, rollup.Filter{Tenant: "acme", From: d.Start(), To: d.End()})
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		sortRows(got)
+		w := slices.Clone(want)
+		sortRows(w)
+		if diff := gocmp.Diff(w, got); diff != "" {
+			t.Errorf("%s: rows (-want +got):\n%s", when, diff)
+		}
+		got, err = s.Rows(ctx, rollup.Filter{Tenant: "acme", Metric: "temp", DeviceFrom: "d2", From: d.Start(), To: d.End()})
+		if err != nil || len(got) != 1 || got[0] != want[4] {
+			t.Errorf("%s: temp of d2 on = %+v, %v", when, got, err)
+		}
+		devices, err := s.Devices(ctx, "acme", d)
+		if err != nil || !slices.Equal(devices, []string{"d1", "d2"}) {
+			t.Errorf("%s: Devices = %v, %v", when, devices, err)
+		}
+	}
+	check("in the memtable")
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Compact(ctx, dayPrefix(nil, d), dayPrefix(nil, d+1), false); err != nil {
+		t.Fatal(err)
+	}
+	check("compacted")
+	// Compacted, each device-minute is one key holding its metrics: three
+	// of d1, two of d2, d3's tombstone.
+	if size, err := s.Measure(ctx, store.Bucket{Kind: store.BucketRollups, Day: d}); err != nil || size.Rows != 6 {
+		t.Errorf("Measure = %+v, %v; want 6 rows", size, err)
+	}
+	if err := s.Insert(ctx, []rollup.Row{row("acme", "d4", "", m, 1, 1)}); err == nil {
+		t.Error("a row without a metric was inserted")
 	}
 }
