@@ -139,25 +139,15 @@ func Readings(ctx context.Context, st Store, q Query) ([]model.Reading, string, 
 		return nil, "", err
 	}
 	var out []model.Reading
-	// The metrics of every reading are appended to one slice, and each
-	// reading's share of it is set when the reading is complete: a slice
-	// grown reading by reading cost several allocations for each.
-	var metrics []model.Metric
-	start := 0
-	complete := func() {
-		if n := len(out); n > 0 {
-			out[n-1].Metrics = metrics[start:len(metrics):len(metrics)]
-		}
-		start = len(metrics)
-	}
 	scan := func(ctx context.Context, pk model.PartitionKey, r store.Range, n int) ([]model.ReadingRow, error) {
 		return st.ScanReadings(ctx, pk, r, n)
 	}
 	pos := func(r model.ReadingRow) store.Pos { return store.Pos{TS: r.TS, Key: r.Metric} }
 	emit := func(r model.ReadingRow) bool {
 		if n := len(out); n > 0 && out[n-1].TS == r.TS {
-			metrics = append(metrics, r.MetricOf())
-			if last := &out[n-1]; r.HasSeq {
+			last := &out[n-1]
+			last.Metrics = append(last.Metrics, r.MetricOf())
+			if r.HasSeq {
 				last.Seq, last.HasSeq = r.Seq, true
 			}
 			return true
@@ -165,13 +155,11 @@ func Readings(ctx context.Context, st Store, q Query) ([]model.Reading, string, 
 		if len(out) == q.Limit {
 			return false
 		}
-		complete()
-		metrics = append(metrics, r.MetricOf())
-		out = append(out, model.Reading{DeviceID: q.Series, TS: r.TS, Seq: r.Seq, HasSeq: r.HasSeq})
+		out = append(out, model.Reading{DeviceID: q.Series, TS: r.TS, Seq: r.Seq, HasSeq: r.HasSeq,
+			Metrics: []model.Metric{r.MetricOf()}})
 		return true
 	}
 	more, err := mergeRange(ctx, st, model.KindReadings, q, after, scan, pos, emit)
-	complete()
 	if err != nil || !more {
 		return out, "", err
 	}

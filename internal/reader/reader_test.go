@@ -34,7 +34,7 @@ const (
 
 var cmpOpts = cmp.Options{cmpopts.EquateEmpty()}
 
-func openStore(t *testing.T) *pebblestore.Store {
+func openStore(t testing.TB) *pebblestore.Store {
 	t.Helper()
 	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{CacheBytes: 1 << 20}, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -59,7 +59,7 @@ func split(n int) uint32 { return buckets.SubID(0, n) }
 
 // write commits parts of the device's (or stream's) day, one batch with
 // their catalogue entries. Every row's ts must be inside the day.
-func write(t *testing.T, st *pebblestore.Store, d model.Day, parts ...part) {
+func write(t testing.TB, st *pebblestore.Store, d model.Day, parts ...part) {
 	t.Helper()
 	var b store.Batch
 	for _, p := range parts {
@@ -751,5 +751,33 @@ func TestQueryMaxDays(t *testing.T) {
 		if tc.ok != (err == nil) || (!tc.ok && !errors.Is(err, reader.ErrBadQuery)) {
 			t.Errorf("MaxDays %d, %d days: error %v, want ok=%v", tc.maxDays, tc.days, err, tc.ok)
 		}
+	}
+}
+
+// BenchmarkReadingsMinute reads one device-minute back, as a rollup
+// recompute does: one reading of six metrics (a large fleet's minute), or
+// sixty (a device reporting every second).
+func BenchmarkReadingsMinute(b *testing.B) {
+	for _, n := range []int{1, 60} {
+		b.Run(fmt.Sprintf("readings=%d", n), func(b *testing.B) {
+			st := openStore(b)
+			d := model.Day(20000)
+			m := d.Start() + 600_000
+			var rows []model.ReadingRow
+			for i := range n {
+				for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
+					rows = append(rows, row(m+int64(i)*1000, name, float64(i)))
+				}
+			}
+			write(b, st, d, part{readings: rows})
+			q := reader.Query{Tenant: tenant, Series: device, From: m, To: m + 60_000, Limit: reader.MaxLimit}
+			b.ReportAllocs()
+			for b.Loop() {
+				out, _, err := reader.Readings(b.Context(), st, q)
+				if err != nil || len(out) != n || len(out[n-1].Metrics) != 6 {
+					b.Fatalf("read %d readings, %v", len(out), err)
+				}
+			}
+		})
 	}
 }
