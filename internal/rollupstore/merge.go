@@ -3,21 +3,21 @@ package rollupstore
 import (
 	"encoding/binary"
 	"io"
-	"slices"
-	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sluicehq/sluice/internal/rollup"
 )
 
-// Rows are written as merge operands, each an encoded row with its version.
-// The merger keeps the operand with the highest version (of equal versions,
-// the one it holds: they carry the same aggregate), so an insert needs no
-// read, an older version arriving late never replaces a newer one, and a
-// tombstone (count 0) keeps retracting what it replaced. An operand that
-// does not decode ranks below every valid one, so it can never hide a row;
-// reads report it as corrupt if nothing replaced it.
+// Rows are written as merge operands: a device-minute's rows, each with its
+// version, under a by-minute key (latestMetrics); one row under a key of
+// the layouts before (latestRow). Of each row the merger keeps the highest
+// version (of equal versions, the one it holds: they carry the same
+// aggregate), so an insert needs no read, an older version arriving late
+// never replaces a newer one, and a tombstone (count 0) keeps retracting
+// what it replaced. A row that does not decode ranks below every valid one
+// of its metric, so it can never hide a row; reads report it as corrupt if
+// nothing replaced it.
 var latestMerger = &pebble.Merger{
 	Name: "sluice.rollup.latest.v1",
 	Merge: func(key, value []byte) (pebble.ValueMerger, error) {
@@ -43,7 +43,18 @@ type latestRow struct {
 // own buffer because the caller keeps ownership of it.
 func (m *latestRow) take(value []byte) {
 	ver, err := rollup.RowVersion(value)
-	valid := err == nil
+	m.rank(value, ver, err == nil)
+}
+
+// takeValue is take for a row of a device-minute value, which holds
+// aggregates alone (rollup.EncodeValue): a whole row there is corrupt.
+func (m *latestRow) takeValue(value []byte) {
+	ver, err := rollup.RowVersion(value)
+	m.rank(value, ver, err == nil && rollup.IsValue(value))
+}
+
+// rank keeps value, of version ver, if it outranks what m holds.
+func (m *latestRow) rank(value []byte, ver uint64, valid bool) {
 	switch {
 	case m.best == nil, valid && (!m.valid || ver > m.ver):
 	default:
@@ -62,9 +73,10 @@ func (m *latestRow) Finish(bool) ([]byte, io.Closer, error) { return m.best, nil
 // of each metric it keeps the row as latestRow would, so that the rows of
 // one device-minute may arrive split over several operands (a recompute's
 // rows spread over two inserts, or versions of some metrics only) and the
-// result is what one key per metric would hold. An operand whose framing
-// does not decode ranks below every valid one, as a row's does; it is kept
-// as is only when nothing valid arrives.
+// result is what one key per metric would hold. The exception is an
+// operand whose framing does not decode: its metrics cannot be told apart,
+// so it ranks below every valid operand of the key as a whole, and is kept
+// as is (and reported by reads) only when nothing valid arrives.
 type latestMetrics struct {
 	// raw is the first operand, verbatim, while it is the only one: a
 	// device-minute written once is not taken apart.
@@ -72,12 +84,17 @@ type latestMetrics struct {
 	taken   bool
 	metrics []metricBest // by name
 	bad     []byte       // the first operand that did not decode
+	entries []entry      // scratch: the operand being absorbed
+	merged  []metricBest // scratch: the merge of metrics and entries
 }
 
 type metricBest struct {
 	name string
 	latestRow
 }
+
+// entry is one metric of an operand; both slices share the operand.
+type entry struct{ name, value []byte }
 
 func (m *latestMetrics) take(value []byte) {
 	if !m.taken {
@@ -92,22 +109,37 @@ func (m *latestMetrics) take(value []byte) {
 	m.absorb(value)
 }
 
-// absorb merges one operand's metrics into m.metrics, or keeps it as bad.
+// absorb merges one operand's metrics into m.metrics (both are sorted by
+// name: one pass over the two), or keeps the operand as bad.
 func (m *latestMetrics) absorb(v []byte) {
-	if err := eachMinuteEntry(v, func(_, _ []byte) error { return nil }); err != nil {
+	m.entries = m.entries[:0]
+	err := eachMinuteEntry(v, func(name, value []byte) error {
+		m.entries = append(m.entries, entry{name, value})
+		return nil
+	})
+	if err != nil {
 		if m.bad == nil {
 			m.bad = append([]byte(nil), v...)
 		}
 		return
 	}
-	_ = eachMinuteEntry(v, func(name, value []byte) error {
-		i, found := slices.BinarySearchFunc(m.metrics, name, func(e metricBest, n []byte) int { return strings.Compare(e.name, string(n)) })
-		if !found {
-			m.metrics = slices.Insert(m.metrics, i, metricBest{name: string(name)})
+	out := m.merged[:0]
+	i := 0
+	for _, e := range m.entries {
+		for i < len(m.metrics) && m.metrics[i].name < string(e.name) {
+			out = append(out, m.metrics[i])
+			i++
 		}
-		m.metrics[i].take(value)
-		return nil
-	})
+		if i < len(m.metrics) && m.metrics[i].name == string(e.name) {
+			out = append(out, m.metrics[i])
+			i++
+		} else {
+			out = append(out, metricBest{name: string(e.name)})
+		}
+		out[len(out)-1].takeValue(e.value)
+	}
+	out = append(out, m.metrics[i:]...)
+	m.metrics, m.merged = out, m.metrics
 }
 
 func (m *latestMetrics) MergeNewer(value []byte) error { m.take(value); return nil }

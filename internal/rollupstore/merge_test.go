@@ -98,25 +98,44 @@ func TestLatestMerger(t *testing.T) {
 	}
 }
 
-// BenchmarkMerge measures the merge of four versions of a row (a window
-// emitted and re-emitted), what reads and compactions of the store do.
+// BenchmarkMerge measures the merge of four versions of a device-minute
+// of six metrics (re-recomputed), what reads and compactions of the store
+// do, and of a row of the layouts before.
 func BenchmarkMerge(b *testing.B) {
-	var ops [][]byte
+	const minute = 1_740_000_000_000
+	var rowOps, minuteOps [][]byte
 	for v := range uint64(4) {
-		r := row("acme", "device-000123", "temperature", 1_740_000_000_000, 6+v, 1_740_000_000_000_000_000+v)
-		ops = append(ops, rollup.EncodeRow(nil, &r))
+		r := row("acme", "device-000123", "temperature", minute, 6+v, 1_740_000_000_000_000_000+v)
+		rowOps = append(rowOps, rollup.EncodeRow(nil, &r))
+		var rows []rollup.Row
+		for _, metric := range []string{"a", "b", "c", "d", "e", "f"} {
+			rows = append(rows, row("acme", "device-000123", metric, minute, 6+v, 1_740_000_000_000_000_000+v))
+		}
+		minuteOps = append(minuteOps, appendMinuteValue(nil, rows))
 	}
-	for b.Loop() {
-		vm, err := latestMerger.Merge(nil, ops[0])
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, op := range ops[1:] {
-			_ = vm.MergeNewer(op)
-		}
-		if _, _, err := vm.Finish(true); err != nil {
-			b.Fatal(err)
-		}
+	r0 := row("acme", "device-000123", "", minute, 0, 0)
+	for _, tc := range []struct {
+		name string
+		key  []byte
+		ops  [][]byte
+	}{
+		{"device-minute", appendKey(nil, &r0), minuteOps},
+		{"row", hourKey(row("acme", "device-000123", "temperature", minute, 0, 0)), rowOps},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				vm, err := latestMerger.Merge(tc.key, tc.ops[0])
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, op := range tc.ops[1:] {
+					_ = vm.MergeNewer(op)
+				}
+				if _, _, err := vm.Finish(true); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
@@ -143,6 +162,15 @@ func TestMinuteMerger(t *testing.T) {
 		b := append([]byte{minuteValueVersion, 1, byte(len(metric))}, metric...)
 		return append(b, 3, 2, 1, 200)
 	}
+	// wholeRow is a value holding a row in EncodeRow's form (the outbox's,
+	// and the store's before values left the key out), which a
+	// device-minute value never holds: it ranks as corrupt.
+	wholeRow := func(metric string, count, version uint64) []byte {
+		r := row("acme", "pump-1", metric, 60_000, count, version)
+		v := rollup.EncodeRow(nil, &r)
+		b := append([]byte{minuteValueVersion, 1, byte(len(metric))}, metric...)
+		return append(append(b, byte(len(v))), v...)
+	}
 	corrupt := []byte{minuteValueVersion, 2, 4, 't'}
 	tests := []struct {
 		name     string
@@ -166,6 +194,9 @@ func TestMinuteMerger(t *testing.T) {
 		{name: "a bad row ranks below a valid row of its metric", operands: [][]byte{badEntry("temp"), enc(m{"rpm", 1, 1}, m{"temp", 2, 1})},
 			want: []m{{"rpm", 1, 1}, {"temp", 2, 1}}},
 		{name: "a bad row alone for its metric is kept and reported", operands: [][]byte{enc(m{"rpm", 1, 1}), badEntry("temp")}, wantBad: true},
+		{name: "a whole row is no device-minute row", operands: [][]byte{wholeRow("temp", 9, 9), enc(m{"temp", 2, 1})}, want: []m{{"temp", 2, 1}}},
+		{name: "interleaved metrics merge", operands: [][]byte{enc(m{"a", 1, 1}, m{"c", 1, 1}, m{"e", 1, 1}), enc(m{"b", 2, 1}, m{"c", 2, 2}, m{"f", 2, 1}), enc(m{"a", 3, 3}, m{"d", 3, 1})},
+			want: []m{{"a", 3, 3}, {"b", 2, 1}, {"c", 2, 2}, {"d", 3, 1}, {"e", 1, 1}, {"f", 2, 1}}},
 	}
 	for _, tc := range tests {
 		for _, newer := range []bool{true, false} {

@@ -19,10 +19,6 @@ import (
 // included. A metric's name is never empty.
 const minuteValueVersion = 0x40
 
-// maxMinuteMetrics bounds the metrics one device-minute value may claim,
-// so that a corrupt count cannot make a reader allocate without bound.
-const maxMinuteMetrics = 1 << 16
-
 // appendMinuteValue appends the value of rows, which must be the rows of
 // one device-minute (one tenant, device, minute, writer and part), sorted
 // by metric, each metric once.
@@ -49,7 +45,9 @@ func eachMinuteEntry(v []byte, fn func(metric, value []byte) error) error {
 	}
 	rest := v[1:]
 	n, k := binary.Uvarint(rest)
-	if k <= 0 || n > maxMinuteMetrics {
+	// Each metric takes at least two bytes: a count claiming more is
+	// corrupt (and the loop below is bounded by the value's length).
+	if k <= 0 || n > uint64(len(rest)) {
 		return fmt.Errorf("device-minute metric count: %w", rollup.ErrCorrupt)
 	}
 	rest = rest[k:]

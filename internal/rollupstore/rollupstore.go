@@ -539,11 +539,14 @@ func deviceRange(mp []byte, f rollup.Filter) (lo, end []byte) {
 	return lo, end
 }
 
-// Devices lists, sorted, the devices of tenant with live rollup rows on
-// day, keeping none of the rows. On a day that also holds rows in the
-// legacy layout, a row is live by its highest version in either layout,
-// which a point read of its other key finds.
+// Devices lists, sorted, the devices of tenant (not empty) with live
+// rollup rows on day, keeping none of the rows. On a day that also holds
+// rows in a layout before the by-minute one, a row is live by its highest
+// version in any layout, which point reads of its other keys find.
 func (s *Store) Devices(ctx context.Context, tenant string, day model.Day) ([]string, error) {
+	if tenant == "" {
+		return nil, errors.New("list devices with rollups: no tenant")
+	}
 	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: dayPrefix(nil, day), UpperBound: dayPrefix(nil, day+1)})
 	if err != nil {
 		return nil, fmt.Errorf("list devices with rollups: %w", err)

@@ -591,6 +591,9 @@ func TestDeviceMinuteRows(t *testing.T) {
 		{row("acme", "d2", "temp", m, 1, 7), row("acme", "d2", "hum", m, 2, 7), row("acme", "d2", "temp", m, 3, 8)},
 		{row("acme", "d3", "temp", m, 4, 1)},
 		{row("acme", "d3", "temp", m, 0, 2)}, // a tombstone: d3 has no live rows
+		// A device whose name begins with another's, after it in key
+		// order: Devices' skip past d1's keys must not skip it.
+		{row("acme", "d1x", "temp", m, 5, 1)},
 	}
 	for _, rows := range inserts {
 		if err := s.Insert(ctx, rows); err != nil {
@@ -600,6 +603,7 @@ func TestDeviceMinuteRows(t *testing.T) {
 	want := []rollup.Row{
 		row("acme", "d1", "hum", m, 1, 5), row("acme", "d1", "rpm", m, 2, 5), row("acme", "d1", "temp", m, 9, 6),
 		row("acme", "d2", "hum", m, 2, 7), row("acme", "d2", "temp", m, 3, 8),
+		row("acme", "d1x", "temp", m, 5, 1),
 	}
 	check := func(when string) {
 		t.Helper()
@@ -618,7 +622,7 @@ func TestDeviceMinuteRows(t *testing.T) {
 			t.Errorf("%s: temp of d2 on = %+v, %v", when, got, err)
 		}
 		devices, err := s.Devices(ctx, "acme", d)
-		if err != nil || !slices.Equal(devices, []string{"d1", "d2"}) {
+		if err != nil || !slices.Equal(devices, []string{"d1", "d1x", "d2"}) {
 			t.Errorf("%s: Devices = %v, %v", when, devices, err)
 		}
 	}
@@ -631,9 +635,9 @@ func TestDeviceMinuteRows(t *testing.T) {
 	}
 	check("compacted")
 	// Compacted, each device-minute is one key holding its metrics: three
-	// of d1, two of d2, d3's tombstone.
-	if size, err := s.Measure(ctx, store.Bucket{Kind: store.BucketRollups, Day: d}); err != nil || size.Rows != 6 {
-		t.Errorf("Measure = %+v, %v; want 6 rows", size, err)
+	// of d1, two of d2, d3's tombstone, d1x's one.
+	if size, err := s.Measure(ctx, store.Bucket{Kind: store.BucketRollups, Day: d}); err != nil || size.Rows != 7 {
+		t.Errorf("Measure = %+v, %v; want 7 rows", size, err)
 	}
 	if err := s.Insert(ctx, []rollup.Row{row("acme", "d4", "", m, 1, 1)}); err == nil {
 		t.Error("a row without a metric was inserted")
