@@ -155,8 +155,15 @@ func Readings(ctx context.Context, st Store, q Query) ([]model.Reading, string, 
 		if len(out) == q.Limit {
 			return false
 		}
-		out = append(out, model.Reading{DeviceID: q.Series, TS: r.TS, Seq: r.Seq, HasSeq: r.HasSeq,
-			Metrics: []model.Metric{r.MetricOf()}})
+		// Room for as many metrics as the reading before had: a device's
+		// readings mostly carry the same metrics, and a slice grown one
+		// metric at a time is allocated again at 2, 4 and 8.
+		size := 1
+		if n := len(out); n > 0 {
+			size = len(out[n-1].Metrics)
+		}
+		metrics := append(make([]model.Metric, 0, size), r.MetricOf())
+		out = append(out, model.Reading{DeviceID: q.Series, TS: r.TS, Seq: r.Seq, HasSeq: r.HasSeq, Metrics: metrics})
 		return true
 	}
 	more, err := mergeRange(ctx, st, model.KindReadings, q, after, scan, pos, emit)
@@ -303,16 +310,16 @@ func mergeDay[T any](ctx context.Context, parts []model.PartitionInfo, rng store
 		}
 	}
 	heap.Init(h)
-	var last *store.Pos
+	var last store.Pos // the last row emitted, if emitted
+	emitted := false
 	for h.Len() > 0 {
 		src := h.s[0]
 		row := src.buf[src.i]
-		p := pos(row)
-		if last == nil || *last != p {
+		if p := pos(row); !emitted || last != p {
 			if !emit(row) {
 				return true, nil
 			}
-			last = &p
+			last, emitted = p, true
 		}
 		src.i++
 		ok, err := fill(src)
