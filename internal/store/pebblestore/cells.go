@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -150,17 +151,34 @@ var storeMerger = &pebble.Merger{
 	Name: catalogueMergerName,
 	Merge: func(key, value []byte) (pebble.ValueMerger, error) {
 		if len(key) > 0 && key[0] == tabReadings {
-			return &cellMerge{ops: [][]byte{bytes.Clone(value)}}, nil
+			m := cellMerges.Get().(*cellMerge)
+			m.first = append(m.first[:0], value...)
+			return m, nil
 		}
 		return &latestVersion{best: bytes.Clone(value)}, nil
 	},
 }
 
-// cellMerge combines the values of one reading key: ops holds the first
-// operand and the newer ones, oldest first; older the older ones, newest
-// first, as Pebble hands them over (appending both ways keeps a key written
-// many times linear, where inserting at the front was quadratic).
-type cellMerge struct{ ops, older [][]byte }
+// cellMerges recycles the mergers of reading keys. Every read of a reading
+// key that is still a merge operand, and every flush and compaction of
+// one, makes a merger, and most hold one operand, whose copy Finish hands
+// back: Pebble closes the closer Finish returns when it no longer needs
+// the value, and the merger then goes back here with its buffer, instead
+// of three allocations a key.
+var cellMerges = sync.Pool{New: func() any { return new(cellMerge) }}
+
+// maxPooledCells is the largest buffer a recycled merger keeps.
+const maxPooledCells = 4 << 10
+
+// cellMerge combines the values of one reading key: first is the first
+// operand Pebble handed over (in a buffer of its own, kept across uses),
+// ops the newer ones, oldest first, and older the older ones, newest first,
+// as Pebble hands them over (appending both ways keeps a key written many
+// times linear, where inserting at the front was quadratic).
+type cellMerge struct {
+	first      []byte
+	ops, older [][]byte
+}
 
 func (m *cellMerge) MergeNewer(value []byte) error {
 	m.ops = append(m.ops, bytes.Clone(value))
@@ -174,13 +192,28 @@ func (m *cellMerge) MergeOlder(value []byte) error {
 
 // Finish never fails: Pebble retries a failed flush or compaction for
 // ever, and a memtable that cannot be flushed stops every write of the
-// store, so one corrupt operand would wedge the gateway (mergeCells).
+// store, so one corrupt operand would wedge the gateway (mergeCells). The
+// value it returns is valid until Pebble closes m.
 func (m *cellMerge) Finish(bool) ([]byte, io.Closer, error) {
-	if len(m.ops) == 1 && len(m.older) == 0 {
-		return m.ops[0], nil, nil
+	if len(m.ops) == 0 && len(m.older) == 0 {
+		return m.first, m, nil
 	}
 	slices.Reverse(m.older)
-	return mergeCells(append(m.older, m.ops...)), nil, nil
+	values := append(append(m.older, m.first), m.ops...)
+	m.older = values[:0] // keep the larger slice for the next use
+	return mergeCells(values), m, nil
+}
+
+// Close recycles m once Pebble is done with the value Finish returned.
+func (m *cellMerge) Close() error {
+	clear(m.older[:cap(m.older)])
+	clear(m.ops)
+	m.older, m.ops = m.older[:0], m.ops[:0]
+	if cap(m.first) > maxPooledCells {
+		m.first = nil
+	}
+	cellMerges.Put(m)
+	return nil
 }
 
 // mergeCells returns the union of the cells of values (oldest first), the newest cell of each metric winning, in name order. An

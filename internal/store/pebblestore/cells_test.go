@@ -291,3 +291,69 @@ func BenchmarkCellMergeOlder(b *testing.B) {
 		}
 	}
 }
+
+// The mergers of reading keys are recycled once Pebble closes the value
+// they returned: reads of many keys, some of one operand and some of
+// several, by readers at once, see every key's own cells, in the memtable,
+// in level 0 and after a compaction.
+func TestRecycledCellMergers(t *testing.T) {
+	st, err := Open(t.TempDir(), Options{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: "door-3", Day: 20_000}.Partition(0)
+	t0 := model.Day(20_000).Start()
+	const n = 2_000
+	var want []model.ReadingRow
+	commits := make([][]model.ReadingRow, 3)
+	for i := range int64(n) {
+		for c := range int64(3) {
+			// Every key gets its first commit's cell; every second and
+			// third key one more, in another commit.
+			if c > 0 && i%(c+1) != 0 {
+				continue
+			}
+			r := model.ReadingRow{TS: t0 + i, Metric: fmt.Sprintf("m%d", c), Value: float64(i*10 + c)}
+			if c == 2 {
+				r.Type, r.Value, r.Str = model.TypeString, 0, fmt.Sprintf("value of %d, long enough to need its own bytes", i)
+			}
+			commits[c] = append(commits[c], r)
+			want = append(want, r)
+		}
+	}
+	for _, rows := range commits {
+		if err := st.Commit(ctx, &store.Batch{Partitions: []store.PartitionWrite{{Key: pk, Readings: rows}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want = store.LastOfEachCell(want) // in (ts, metric) order
+	check := func(when string) {
+		t.Helper()
+		errs := make(chan error, 4)
+		for range 4 {
+			go func() {
+				got, err := st.ScanReadings(ctx, pk, store.Range{From: t0, To: t0 + n}, 10*n)
+				if err == nil && !cmp.Equal(want, got) {
+					err = fmt.Errorf("%s", cmp.Diff(want, got))
+				}
+				errs <- err
+			}()
+		}
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Errorf("%s: %v", when, err)
+			}
+		}
+	}
+	check("in the memtable")
+	if err := st.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	check("in level 0")
+	if err := st.db.Compact(ctx, []byte{tabReadings}, []byte{tabReadings + 1}, true); err != nil {
+		t.Fatal(err)
+	}
+	check("after a full compaction")
+}
