@@ -158,7 +158,7 @@ func Readings(ctx context.Context, st Store, q Query) ([]model.Reading, string, 
 		// Room for as many metrics as the reading before had: a device's
 		// readings mostly carry the same metrics, and a slice grown one
 		// metric at a time is allocated again at 2, 4 and 8.
-		size := 1
+		size := firstMetrics
 		if n := len(out); n > 0 {
 			size = len(out[n-1].Metrics)
 		}
@@ -172,6 +172,11 @@ func Readings(ctx context.Context, st Store, q Query) ([]model.Reading, string, 
 	}
 	return out, encodeCursor(model.KindReadings, q.Series, store.Pos{TS: out[len(out)-1].TS, Key: lastKey}), nil
 }
+
+// firstMetrics is the room a page's first reading starts with: a reading
+// of one metric then wastes a few hundred bytes, a reading of several is
+// not allocated again at two, four and eight.
+const firstMetrics = 8
 
 // Audit returns up to q.Limit events of stream q.Series in (ts, event_id)
 // order, and a cursor when more remain.

@@ -146,7 +146,8 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Inserter is where shipped rows go.
+// Inserter is where shipped rows go. Insert must not keep rows after it
+// returns: a roll's rows are recycled for the next one.
 type Inserter interface {
 	Insert(ctx context.Context, rows []rollup.Row) error
 }
@@ -184,6 +185,8 @@ type Feed struct {
 	now    func() time.Time
 	logger *slog.Logger
 	m      *metrics
+
+	rowBufs sync.Pool // *[]rollup.Row: a roll's rows, recycled (rowBuf)
 
 	wake     chan struct{} // the shipper has work
 	rollNow  chan struct{} // more pending than MaxPending

@@ -119,6 +119,7 @@ func (f *Feed) roll(ctx context.Context, force bool) (more bool, done int) {
 		for _, r := range rows {
 			f.m.emitted.Add(float64(len(r)))
 			f.store(r)
+			f.putRows(r)
 		}
 		done = len(devs) - len(failed)
 		f.requeue(failed, gen, now, true)
@@ -217,7 +218,7 @@ func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, version uin
 			// of devices with a few more metrics does not grow (copy) it;
 			// at most a batch's rows, so that a roll after one of many
 			// metrics a minute does not reserve what it will not use.
-			buf := make([]rollup.Row, 0, min(int(float64(n)*perMinute*1.25)+16, f.cfg.BatchRows))
+			buf := f.rowBuf(min(int(float64(n)*perMinute*1.25)+16, f.cfg.BatchRows))
 			var raw reader.Store = f.raw
 			var err error
 			if f.sessions != nil {
@@ -261,6 +262,25 @@ func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, version uin
 		f.rollLogged = f.now()
 	}
 	return rows, failed
+}
+
+// rowBuf returns an empty slice of rows with room for n, recycled from an
+// earlier roll when one large enough is at hand: a row is 320 bytes, and
+// a roll's slice of them (megabytes) was allocated and zeroed anew, 5% of
+// the gateway's CPU at a million devices a day with rollups on.
+func (f *Feed) rowBuf(n int) []rollup.Row {
+	if p, ok := f.rowBufs.Get().(*[]rollup.Row); ok && cap(*p) >= n {
+		return (*p)[:0]
+	}
+	return make([]rollup.Row, 0, n)
+}
+
+// putRows recycles a roll's rows once they are stored (store copies them:
+// into the rollup store, or encoded into the outbox).
+func (f *Feed) putRows(rows []rollup.Row) {
+	clear(rows) // their strings are the devices' of this roll
+	rows = rows[:0]
+	f.rowBufs.Put(&rows)
 }
 
 // recomputeDevice reads d's marked minutes, a run of nearby minutes per

@@ -283,7 +283,9 @@ func scanReadingRows(ctx context.Context, src iterSource, pk model.PartitionKey,
 	}
 	// The rows of the timestamp being read are out[start:]: no copy from a
 	// group of their own (a recompute reads mostly one reading).
-	var out []model.ReadingRow
+	// Room for a reading of a few metrics (a recompute of one minute reads
+	// mostly one): grown from nothing, it was allocated four times.
+	out := make([]model.ReadingRow, 0, min(limit, 8))
 	start := 0
 	// settle drops the rows of the timestamp just read that are at or
 	// before the cursor, and reports whether out has room for more; when
