@@ -52,7 +52,7 @@ func BenchmarkIngest(b *testing.B) {
 				}
 				defer marks.Close()
 				cfg := DefaultConfig()
-				cfg.RollDelay = 0
+				cfg.RollDelay, cfg.PastRollDelay = 0, 0
 				feed, err = New(cfg, raw, marks, ob, ch, time.Now, quiet, prometheus.NewRegistry())
 				if err != nil {
 					b.Fatal(err)

@@ -9,7 +9,8 @@
 // The feed is the sink's commit hook (sink.CommitHook). Before a batch
 // reaches the raw store, BeforeCommit marks the device-minutes it writes,
 // synced, in the marks database (package rollmarks); after it is durable,
-// AfterCommit adds them to the pending set, due RollDelay later. The
+// AfterCommit adds them to the pending set, due RollDelay later
+// (PastRollDelay for a minute long past: Feed.pastDue). The
 // roller takes the due devices on every tick, reads each one's marked
 // minutes back from the raw store (a run of nearby minutes per range read)
 // and aggregates them whole into rows with writer rollup.RebuildWriter,
@@ -81,6 +82,11 @@ type Config struct {
 	// RollDelay is how long after a commit its minutes are recomputed:
 	// writes to one device-minute within it share one recompute.
 	RollDelay time.Duration `mapstructure:"roll_delay"`
+	// PastRollDelay is how long after a commit a minute that had ended
+	// RollDelay or more before it is recomputed (pastDue): a backfill's
+	// or a device's catch-up, which expect no further writes to the
+	// minute. Above RollDelay it counts as RollDelay.
+	PastRollDelay time.Duration `mapstructure:"past_roll_delay"`
 	// MaxPending bounds the device-minutes waiting for their recompute, by
 	// what they hold: a device's first pending minute counts one, each
 	// further minute of it about a sixth (pendingSet.weight). Past it the
@@ -106,7 +112,7 @@ type Config struct {
 // MaxPending from its memory budget instead.
 func DefaultConfig() Config {
 	return Config{
-		Enabled: true, RollDelay: 30 * time.Second, MaxPending: 250_000, ReadConcurrency: 4,
+		Enabled: true, RollDelay: 30 * time.Second, PastRollDelay: time.Second, MaxPending: 250_000, ReadConcurrency: 4,
 		FlushInterval: time.Second, BatchRows: 50_000, OutboxMaxBytes: 1 << 30,
 		MaxRebuilds: 1, RebuildTimeout: time.Hour,
 		ClickHouse: chstore.DefaultConfig(),
@@ -118,6 +124,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.RollDelay < 0 || c.RollDelay > 10*time.Minute {
 		errs = append(errs, fmt.Errorf("rollups.roll_delay: must be between 0s and 10m, got %s", c.RollDelay))
+	}
+	if c.PastRollDelay < 0 || c.PastRollDelay > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("rollups.past_roll_delay: must be between 0s and 10m, got %s", c.PastRollDelay))
 	}
 	if c.MaxPending < 1000 || c.MaxPending > 100_000_000 {
 		errs = append(errs, fmt.Errorf("rollups.max_pending: must be 1000..100000000 (or 0: sized by memory.budget_bytes), got %d", c.MaxPending))
@@ -294,7 +303,7 @@ func New(cfg Config, raw reader.Store, marks Marks, ob Outbox, dst Inserter, now
 	start := now()
 	err := marks.Each(func(gen uint64, m rollmarks.Minute) error {
 		// These minutes were written before this start: due at once.
-		f.pending.add(m, gen, start.Add(-cfg.RollDelay))
+		f.pending.add(m, gen, start.Add(-cfg.RollDelay), liveLane)
 		f.gen = max(f.gen, gen+1)
 		left++
 		return nil
@@ -383,7 +392,7 @@ func (f *Feed) BeforeCommit(b *store.Batch) error {
 }
 
 // AfterCommit learns that b is durable (or failed): its minutes become due
-// RollDelay from now.
+// RollDelay from now, or PastRollDelay for a minute long past (pastDue).
 func (f *Feed) AfterCommit(b *store.Batch, err error) {
 	f.mu.Lock()
 	mk, ok := f.batches[b]
@@ -396,7 +405,8 @@ func (f *Feed) AfterCommit(b *store.Batch, err error) {
 	// (Cassandra) some of its rows may be stored.
 	now := f.now()
 	for _, m := range mk.minutes {
-		f.pending.add(m, mk.gen, now)
+		at, ln := f.pastDue(m.Minute, now)
+		f.pending.add(m, mk.gen, at, ln)
 	}
 	f.finishGen(mk.gen)
 	over := f.pending.weight() > f.cfg.MaxPending
@@ -407,6 +417,25 @@ func (f *Feed) AfterCommit(b *store.Batch, err error) {
 		default:
 		}
 	}
+}
+
+// pastDue returns when a minute committed at now counts as pending from,
+// and its lane:
+// now, or, for a minute that ended RollDelay or more before now,
+// RollDelay - PastRollDelay earlier, so that it is due PastRollDelay after
+// the commit. Waiting RollDelay lets the writes of a minute that is still
+// being written share one recompute; a minute that long past is a
+// backfill's or a device's catch-up, and waiting would only hold its
+// rollups back (and its rows leave the memtable and block cache before
+// they are read again). Devices whose clocks lag the gateway's by more
+// than RollDelay are recomputed once per write and roll: they cost what a
+// device posting one reading a request costs.
+func (f *Feed) pastDue(minute int64, now time.Time) (time.Time, lane) {
+	end := minute + rollup.MinuteMillis // minute is a valid timestamp's: no overflow
+	if end <= now.Add(-f.cfg.RollDelay).UnixMilli() {
+		return now.Add(min(f.cfg.PastRollDelay, f.cfg.RollDelay) - f.cfg.RollDelay), pastLane
+	}
+	return now, liveLane
 }
 
 // finishGen ends one commit of generation g. f.mu is held.

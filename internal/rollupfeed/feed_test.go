@@ -150,7 +150,7 @@ func (r *rig) write(t *testing.T, tenant string, devices []string, start time.Ti
 // as their commit is durable, on a fast tick.
 func testConfig() Config {
 	cfg := DefaultConfig()
-	cfg.RollDelay, cfg.FlushInterval = 0, 20*time.Millisecond
+	cfg.RollDelay, cfg.PastRollDelay, cfg.FlushInterval = 0, 0, 20*time.Millisecond
 	return cfg
 }
 

@@ -366,6 +366,7 @@ func TestMarksOutliveTheirMinutes(t *testing.T) {
 			advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
 			cfg := testConfig()
 			cfg.RollDelay, cfg.FlushInterval = time.Minute, time.Hour // rolls only when the test calls them
+			cfg.PastRollDelay = cfg.RollDelay                          // its minutes are two days old
 			feed := startFeed(t, cfg, now, raw, marks, ob, emb, prometheus.NewRegistry(), WithLocalBackend())
 			inFlight, waiting := minuteBatch("a", 1), minuteBatch("b", 2)
 			first, second := waiting, inFlight
@@ -401,6 +402,59 @@ func TestMarksOutliveTheirMinutes(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A minute that ended rollups.roll_delay or more before its commit (a
+// backfill) is recomputed rollups.past_roll_delay after the commit, even
+// behind devices whose minutes are still being written, which wait the
+// whole roll_delay.
+func TestPastMinutesRolledSooner(t *testing.T) {
+	emb, ob := openLocal(t)
+	defer ob.Close()
+	raw := openRaw(t, t.TempDir())
+	marks := openMarks(t, t.TempDir())
+	defer marks.Close()
+	clock := base.Add(48 * time.Hour)
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	cfg := testConfig()
+	cfg.RollDelay, cfg.PastRollDelay, cfg.FlushInterval = time.Minute, time.Second, time.Hour
+	feed := startFeed(t, cfg, now, raw, marks, ob, emb, prometheus.NewRegistry(), WithLocalBackend())
+	sk := sink.New(sink.DefaultConfig(), buckets.DefaultConfig(), raw, quiet, prometheus.NewRegistry(), sink.WithCommitHook(feed))
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = sk.Close(ctx)
+	}()
+	r := &rig{raw: raw, sink: sk}
+	r.write(t, "acme", []string{"live"}, now(), 0, 1)   // the minute the clock is in
+	r.write(t, "acme", []string{"past"}, base, 60, 61) // two days ago
+	liveTS, pastTS := now().UnixMilli(), base.Add(time.Minute).UnixMilli()
+	feed.roll(t.Context(), false)
+	if got := markedMinutes(t, marks); len(got) != 2 {
+		t.Fatalf("marks at once after the commits: %v, want both minutes", got)
+	}
+	advance(2 * time.Second)
+	feed.roll(t.Context(), false)
+	feed.roll(t.Context(), false)
+	if got := pendingMinutes(feed); got != 1 {
+		t.Errorf("%d minutes pending two seconds after the commits, want the live one", got)
+	}
+	rows, err := emb.Rows(t.Context(), rollup.Filter{Tenant: "acme", From: base.UnixMilli(), To: liveTS + rollup.MinuteMillis})
+	if err != nil || len(rows) != 2 || rows[0].Device != "past" || rows[0].Minute != pastTS || rows[0].Count != 1 {
+		t.Errorf("rollups two seconds after the commits: %+v (%v), want the past minute's two metrics", rows, err)
+	}
+	advance(time.Minute)
+	feed.roll(t.Context(), false)
+	if got := markedMinutes(t, marks); len(got) != 0 {
+		t.Errorf("marks after roll_delay: %v, want none", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := feed.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -26,20 +26,37 @@ type pendingDevice struct {
 	since          time.Time       // when the oldest of them became pending
 	retryAt        time.Time       // after a failed recompute: not before then
 	failures       int             // failed recomputes in a row
+	lane           lane            // the list it is in
 	prev, next     *pendingDevice
 }
+
+// lane is one of the pending set's lists of devices. Each is in the order
+// the devices became pending, with one delay for all of them, so that a
+// list is in due order and a roll stops at its first device not due.
+type lane uint8
+
+const (
+	liveLane lane = iota // minutes that may still be written: due RollDelay after their commit
+	pastLane             // minutes long past: due PastRollDelay after it (Feed.pastDue)
+	lanes
+)
+
+// list is one lane's devices.
+type list struct{ head, tail *pendingDevice }
 
 type deviceKey struct{ tenant, device string }
 
 // pendingSet holds the device-minutes whose commits are durable and whose
-// rollups are not recomputed yet, with the devices in the order their
-// oldest pending minute arrived (so the oldest are taken first; a device
-// whose recompute failed goes back to the front).
+// rollups are not recomputed yet, with the devices of each lane in the
+// order their oldest pending minute arrived (so the oldest are taken
+// first; a device whose recompute failed goes back to the front). A device
+// is in one lane, the one of the minute that made it pending; a minute of
+// the other lane joins it there, and is due when the device is.
 type pendingSet struct {
-	byDevice   map[deviceKey]*pendingDevice
-	head, tail *pendingDevice
-	minutes    int            // len of every device's minutes: an upper bound
-	gens       map[uint64]int // devices by their lowest generation
+	byDevice map[deviceKey]*pendingDevice
+	lanes    [lanes]list
+	minutes  int            // len of every device's minutes: an upper bound
+	gens     map[uint64]int // devices by their lowest generation
 }
 
 // What the pending set holds: a further minute of a device already pending
@@ -64,12 +81,13 @@ func newPendingSet() pendingSet {
 	return pendingSet{byDevice: make(map[deviceKey]*pendingDevice), gens: make(map[uint64]int)}
 }
 
-// add records minute m of generation gen, durable at at.
-func (p *pendingSet) add(m rollmarks.Minute, gen uint64, at time.Time) {
+// add records minute m of generation gen, pending from at, in lane ln if
+// its device is not pending yet.
+func (p *pendingSet) add(m rollmarks.Minute, gen uint64, at time.Time, ln lane) {
 	d := p.byDevice[deviceKey{m.Tenant, m.Device}]
 	if d == nil {
 		// Cloned: the batch's strings may share a request body's memory.
-		d = &pendingDevice{tenant: strings.Clone(m.Tenant), device: strings.Clone(m.Device), gen: gen, since: at}
+		d = &pendingDevice{tenant: strings.Clone(m.Tenant), device: strings.Clone(m.Device), gen: gen, since: at, lane: ln}
 		p.insert(d, false)
 	} else if gen < d.gen {
 		p.uncount(d.gen)
@@ -91,28 +109,29 @@ func (p *pendingSet) add(m rollmarks.Minute, gen uint64, at time.Time) {
 	}
 }
 
-// insert links d in (at the front if first) and counts it.
+// insert links d into its lane (at the front if first) and counts it.
 func (p *pendingSet) insert(d *pendingDevice, first bool) {
 	p.byDevice[deviceKey{d.tenant, d.device}] = d
 	p.gens[d.gen]++
 	p.minutes += len(d.minutes)
+	l := &p.lanes[d.lane]
 	if first {
-		d.prev, d.next = nil, p.head
-		if p.head != nil {
-			p.head.prev = d
+		d.prev, d.next = nil, l.head
+		if l.head != nil {
+			l.head.prev = d
 		} else {
-			p.tail = d
+			l.tail = d
 		}
-		p.head = d
+		l.head = d
 		return
 	}
-	d.prev, d.next = p.tail, nil
-	if p.tail != nil {
-		p.tail.next = d
+	d.prev, d.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = d
 	} else {
-		p.head = d
+		l.head = d
 	}
-	p.tail = d
+	l.tail = d
 }
 
 func (p *pendingSet) uncount(gen uint64) {
@@ -122,15 +141,16 @@ func (p *pendingSet) uncount(gen uint64) {
 }
 
 func (p *pendingSet) remove(d *pendingDevice) {
+	l := &p.lanes[d.lane]
 	if d.prev != nil {
 		d.prev.next = d.next
 	} else {
-		p.head = d.next
+		l.head = d.next
 	}
 	if d.next != nil {
 		d.next.prev = d.prev
 	} else {
-		p.tail = d.prev
+		l.tail = d.prev
 	}
 	d.prev, d.next = nil, nil
 	delete(p.byDevice, deviceKey{d.tenant, d.device})
@@ -140,36 +160,42 @@ func (p *pendingSet) remove(d *pendingDevice) {
 
 // take removes and returns the devices that are due at now: those whose
 // oldest minute became pending at or before due, then the oldest others
-// while the set weighs more than max (all with force), at most limit
-// minutes in all (at least one device). A due device's minutes that became
-// pending after due stay pending, so that a minute is recomputed no sooner
-// than due after its commit unless memory or shutdown forces it. A device
-// waiting after a failure is skipped until its retry time.
+// of each lane while the set weighs more than max (all with force), at
+// most limit minutes in all (at least one device); the past lane first. A
+// due device's minutes that became pending after due stay pending, so that
+// a minute is recomputed no sooner than due after its commit unless memory
+// or shutdown forces it. A device waiting after a failure is skipped until
+// its retry time.
 func (p *pendingSet) take(now, due time.Time, max, limit int, force bool) []*pendingDevice {
 	var out []*pendingDevice
 	taken := 0
-	for d := p.head; d != nil && taken < limit; {
-		next := d.next
-		if now.Before(d.retryAt) {
-			d = next
-			continue
-		}
-		early := d.since.After(due)
-		if early && p.weight() <= max && !force {
-			break
-		}
-		p.remove(d)
-		if !early && !force {
-			if rest := d.split(due); rest != nil {
-				p.insert(rest, false)
+	for _, ln := range [...]lane{pastLane, liveLane} {
+		for d := p.lanes[ln].head; d != nil && taken < limit; {
+			next := d.next
+			if now.Before(d.retryAt) {
+				d = next
+				continue
 			}
+			early := d.since.After(due)
+			if early && p.weight() <= max && !force {
+				break
+			}
+			p.remove(d)
+			if !early && !force {
+				if rest := d.split(due); rest != nil {
+					p.insert(rest, false)
+				}
+			}
+			taken += len(d.minutes)
+			out = append(out, d)
+			d = next
 		}
-		taken += len(d.minutes)
-		out = append(out, d)
-		d = next
 	}
 	return out
 }
+
+// empty reports whether no minute is pending.
+func (p *pendingSet) empty() bool { return len(p.byDevice) == 0 }
 
 // split keeps in d the minutes that became pending at or before due and
 // returns the others as a device of their own (nil if none).
@@ -182,7 +208,10 @@ func (d *pendingDevice) split(due time.Time) *pendingDevice {
 			continue
 		}
 		if rest == nil {
-			rest = &pendingDevice{tenant: d.tenant, device: d.device, gen: d.gen, since: m.at}
+			// The live lane: its devices' own delay is the longer one, so
+			// that rest, due sooner or later than d's lane would take it,
+			// never holds back devices due before it.
+			rest = &pendingDevice{tenant: d.tenant, device: d.device, gen: d.gen, since: m.at, lane: liveLane}
 		}
 		rest.minutes = append(rest.minutes, m)
 		rest.since = earlier(rest.since, m.at)
@@ -217,16 +246,18 @@ func (p *pendingSet) oldestGen() (gen uint64, ok bool) {
 }
 
 // oldestSince is when the oldest pending minute became pending (zero when
-// none is): the head's, or an earlier one's among the devices put back
-// after a failure, which are at the front.
+// none is): a lane's head's, or an earlier one's among the devices put
+// back after a failure, which are at the front.
 func (p *pendingSet) oldestSince() time.Time {
 	var t time.Time
-	for d := p.head; d != nil; d = d.next {
-		if t.IsZero() || d.since.Before(t) {
-			t = d.since
-		}
-		if d.failures == 0 {
-			break // the rest arrived in order
+	for _, l := range p.lanes {
+		for d := l.head; d != nil; d = d.next {
+			if t.IsZero() || d.since.Before(t) {
+				t = d.since
+			}
+			if d.failures == 0 {
+				break // the rest arrived in order
+			}
 		}
 	}
 	return t

@@ -99,7 +99,7 @@ func (f *Feed) roll(ctx context.Context, force bool) (more bool, done int) {
 	taken := countMinutes(devs)
 	// Only a roll cut short by its limit calls for another at once (a
 	// device waiting to retry must not make the roller spin).
-	more = taken >= limit && f.pending.head != nil
+	more = taken >= limit && !f.pending.empty()
 	f.m.pending.Set(float64(f.pending.minutes))
 	f.room.Broadcast()
 	f.mu.Unlock()
