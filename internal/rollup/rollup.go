@@ -23,7 +23,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/model"
@@ -101,52 +100,14 @@ func AppendCompute(dst []Row, tenant, device string, readings []model.Reading, v
 		readings = slices.Clone(readings)
 		slices.SortFunc(readings, func(a, b model.Reading) int { return cmp.Compare(a.TS, b.TS) })
 	}
-	base := len(dst)
-	out := slices.Grow(dst, rowsEstimate(readings))
-	start := base // the first row of the current minute in out
-	minute := int64(math.MinInt64)
+	b := NewBuilder(dst, tenant, device, version)
+	b.Grow(rowsEstimate(readings))
 	for _, r := range readings {
-		if m := MinuteOf(r.TS); m != minute {
-			slices.SortFunc(out[start:], func(x, y Row) int { return strings.Compare(x.Metric, y.Metric) })
-			start, minute = len(out), m
-		}
-		for _, mt := range r.Metrics {
-			i := start
-			for i < len(out) && out[i].Metric != mt.Name {
-				i++
-			}
-			if i == len(out) {
-				out = append(out, Row{Key: Key{Tenant: tenant, Device: device, Metric: mt.Name, Minute: minute},
-					Writer: RebuildWriter, Version: version, Min: math.Inf(1), Max: math.Inf(-1), FirstTS: noFloat})
-			}
-			row := &out[i]
-			switch mt.Type {
-			case model.TypeInt:
-				row.addInt(r.TS, mt.Int)
-			case model.TypeBool:
-				row.addBool(r.TS, mt.Int != 0)
-			case model.TypeString:
-				row.addStr(r.TS, mt.Str)
-			default:
-				v := mt.Value
-				if row.FirstTS == noFloat {
-					row.FirstTS, row.FirstValue = r.TS, v
-				}
-				row.Sum += v
-				row.Min = min(row.Min, v)
-				row.Max = max(row.Max, v)
-				row.LastTS, row.LastValue = r.TS, v
-			}
-			row.Count++
+		for i := range r.Metrics {
+			b.Add(r.TS, &r.Metrics[i])
 		}
 	}
-	slices.SortFunc(out[start:], func(x, y Row) int { return strings.Compare(x.Metric, y.Metric) })
-	for i := base; i < len(out); i++ {
-		if r := &out[i]; r.FirstTS == noFloat { // no float values: their fields are zero
-			r.Min, r.Max, r.FirstTS = 0, 0, 0
-		}
-	}
-	return out
+	return b.Rows()
 }
 
 // noFloat marks, while Compute runs, a row that has no float value yet.

@@ -366,7 +366,7 @@ func TestMarksOutliveTheirMinutes(t *testing.T) {
 			advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
 			cfg := testConfig()
 			cfg.RollDelay, cfg.FlushInterval = time.Minute, time.Hour // rolls only when the test calls them
-			cfg.PastRollDelay = cfg.RollDelay                          // its minutes are two days old
+			cfg.PastRollDelay = cfg.RollDelay                         // its minutes are two days old
 			feed := startFeed(t, cfg, now, raw, marks, ob, emb, prometheus.NewRegistry(), WithLocalBackend())
 			inFlight, waiting := minuteBatch("a", 1), minuteBatch("b", 2)
 			first, second := waiting, inFlight
@@ -429,7 +429,7 @@ func TestPastMinutesRolledSooner(t *testing.T) {
 		_ = sk.Close(ctx)
 	}()
 	r := &rig{raw: raw, sink: sk}
-	r.write(t, "acme", []string{"live"}, now(), 0, 1)   // the minute the clock is in
+	r.write(t, "acme", []string{"live"}, now(), 0, 1)  // the minute the clock is in
 	r.write(t, "acme", []string{"past"}, base, 60, 61) // two days ago
 	liveTS, pastTS := now().UnixMilli(), base.Add(time.Minute).UnixMilli()
 	feed.roll(t.Context(), false)

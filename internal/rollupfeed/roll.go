@@ -228,12 +228,13 @@ func (f *Feed) recompute(ctx context.Context, devs []*pendingDevice, version uin
 					raw = s
 				}
 			}
+			var sc scratch
 			for i := lo; i < hi; i++ {
 				if err != nil {
 					errs[i] = err
 					continue
 				}
-				buf, errs[i] = f.recomputeDevice(ctx, raw, devs[i], version, buf)
+				buf, errs[i] = f.recomputeDevice(ctx, raw, &sc, devs[i], version, buf)
 			}
 			rows[w] = buf
 		})
@@ -286,21 +287,33 @@ func (f *Feed) putRows(rows []rollup.Row) {
 // recomputeDevice reads d's marked minutes, a run of nearby minutes per
 // range read, aggregates them whole, and appends the marked minutes' rows to
 // dst. When a read fails it returns dst as it was, and the error.
-func (f *Feed) recomputeDevice(ctx context.Context, raw reader.Store, d *pendingDevice, version uint64, dst []rollup.Row) ([]rollup.Row, error) {
+func (f *Feed) recomputeDevice(ctx context.Context, raw reader.Store, sc *scratch, d *pendingDevice, version uint64, dst []rollup.Row) ([]rollup.Row, error) {
 	minutes := d.sortedMinutes()
 	base := len(dst)
+	st, _ := raw.(streamer)
 	for _, run := range runs(minutes, runGap) {
-		readings, err := readAll(ctx, raw, d.tenant, d.device, run[0], run[1]+rollup.MinuteMillis)
+		from, to := run[0], run[1]+rollup.MinuteMillis
+		n := len(dst)
+		read, folded := false, 0
+		var err error
+		if st != nil {
+			dst, read, folded, err = streamRun(ctx, raw, st, sc, d.tenant, d.device, from, to, version, dst)
+		}
+		if err == nil && !read {
+			var readings []model.Reading
+			if readings, err = readAll(ctx, raw, d.tenant, d.device, from, to); err == nil {
+				folded = len(readings)
+				dst = rollup.AppendCompute(dst, d.tenant, d.device, readings, version)
+			}
+		}
 		if err != nil {
 			clear(dst[base:])
 			return dst[:base], err
 		}
 		f.m.rawReads.Inc()
-		f.m.rawReadings.Add(float64(len(readings)))
+		f.m.rawReadings.Add(float64(folded))
 		// Of the run's rows, the marked minutes' (the minutes between
 		// them were read only to save reads).
-		n := len(dst)
-		dst = rollup.AppendCompute(dst, d.tenant, d.device, readings, version)
 		kept := slices.DeleteFunc(dst[n:], func(r rollup.Row) bool {
 			_, marked := slices.BinarySearch(minutes, r.Minute)
 			return !marked

@@ -77,8 +77,9 @@ func (s *Store) iter(ctx context.Context, lower, upper []byte) (*span, func() er
 // when NewReads returned. It is not safe for concurrent use, and one read
 // must end before the next begins (they share one span); Close it once.
 type Reads struct {
-	cat, rows *pebble.Iterator
-	sp        span
+	cat, rows    *pebble.Iterator
+	sp           span
+	lower, upper []byte // EachReading's bounds
 }
 
 // NewReads opens a read session.
