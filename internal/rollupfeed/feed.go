@@ -112,7 +112,7 @@ type Config struct {
 // MaxPending from its memory budget instead.
 func DefaultConfig() Config {
 	return Config{
-		Enabled: true, RollDelay: 30 * time.Second, PastRollDelay: time.Second, MaxPending: 250_000, ReadConcurrency: 4,
+		Enabled: true, RollDelay: 30 * time.Second, PastRollDelay: 5 * time.Second, MaxPending: 250_000, ReadConcurrency: 4,
 		FlushInterval: time.Second, BatchRows: 50_000, OutboxMaxBytes: 1 << 30,
 		MaxRebuilds: 1, RebuildTimeout: time.Hour,
 		ClickHouse: chstore.DefaultConfig(),
@@ -420,16 +420,16 @@ func (f *Feed) AfterCommit(b *store.Batch, err error) {
 }
 
 // pastDue returns when a minute committed at now counts as pending from,
-// and its lane:
-// now, or, for a minute that ended RollDelay or more before now,
-// RollDelay - PastRollDelay earlier, so that it is due PastRollDelay after
-// the commit. Waiting RollDelay lets the writes of a minute that is still
-// being written share one recompute; a minute that long past is a
+// and its lane: now, or, for a minute that ended RollDelay or more before
+// now, RollDelay - PastRollDelay earlier, so that it is due PastRollDelay
+// after the commit. Waiting RollDelay lets the writes of a minute that is
+// still being written share one recompute; a minute that long past is a
 // backfill's or a device's catch-up, and waiting would only hold its
 // rollups back (and its rows leave the memtable and block cache before
-// they are read again). Devices whose clocks lag the gateway's by more
-// than RollDelay are recomputed once per write and roll: they cost what a
-// device posting one reading a request costs.
+// they are read again). PastRollDelay still lets a backfill's writes of a
+// few seconds to one device share a read. Devices whose clocks lag the
+// gateway's by more than RollDelay are recomputed once per PastRollDelay
+// in which they write instead of once per RollDelay.
 func (f *Feed) pastDue(minute int64, now time.Time) (time.Time, lane) {
 	end := minute + rollup.MinuteMillis // minute is a valid timestamp's: no overflow
 	if end <= now.Add(-f.cfg.RollDelay).UnixMilli() {

@@ -38,7 +38,14 @@ func (r *Reads) EachReading(ctx context.Context, pk model.PartitionKey, rng stor
 		return false, err
 	}
 	var row model.ReadingRow
+	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
+		if n++; n%1024 == 0 { // a run may hold a day of a device's readings
+			if err := ctx.Err(); err != nil {
+				_ = release()
+				return false, err
+			}
+		}
 		k := it.Key()[len(prefix):]
 		if len(k) != 8 {
 			_ = release()

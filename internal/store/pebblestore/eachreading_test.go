@@ -2,6 +2,7 @@ package pebblestore
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 
@@ -82,5 +83,27 @@ func TestEachReading(t *testing.T) {
 	whole, err := rs2.EachReading(ctx, old, store.Range{From: t0, To: t0 + 10}, func([]byte, *model.ReadingRow) error { return nil })
 	if err != nil || whole {
 		t.Errorf("a partition with a per-metric key: whole %t, %v; want false, nil", whole, err)
+	}
+
+	// A long run stops once its context ends.
+	long := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: "pump-3", Day: 20_000}.Partition(0)
+	var many []model.ReadingRow
+	for i := range 3000 {
+		many = append(many, model.ReadingRow{TS: t0 + int64(i), Metric: "rpm", Value: float64(i)})
+	}
+	if err := st.Commit(ctx, &store.Batch{Partitions: []store.PartitionWrite{{Key: long, Readings: many}}}); err != nil {
+		t.Fatal(err)
+	}
+	rs3, err := st.NewReads(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs3.Close()
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	seen := 0
+	_, err = rs3.EachReading(cctx, long, store.Range{From: t0, To: t0 + 3000}, func([]byte, *model.ReadingRow) error { seen++; return nil })
+	if !errors.Is(err, context.Canceled) || seen >= 3000 {
+		t.Errorf("a cancelled read of 3000 readings: %d seen, %v", seen, err)
 	}
 }
