@@ -230,28 +230,35 @@ func catalogues(ctx context.Context, src iterSource, sds []model.SeriesDay) ([][
 				return nil, err
 			}
 		}
-		p := prefixes[i]
-		for ok := it.SeekGE(p); ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
-			k := it.Key()
-			if len(k) != len(p)+4 {
-				continue // a longer series name with this one's encoding as a prefix
-			}
-			pi := model.PartitionInfo{Key: sds[i].Partition(binary.BigEndian.Uint32(k[len(p):]))}
-			if err := decodeInfo(it.Value(), &pi); err != nil {
-				_ = release()
-				return nil, fmt.Errorf("read catalogue entry %v: %w", pi.Key, err)
-			}
-			out[i] = append(out[i], pi)
-		}
-		// The next SeekGE clears the iterator's error: check it before,
-		// or a read that failed midway would return a catalogue cut short.
-		if err := it.Error(); err != nil {
+		if out[i], err = appendCatalogue(out[i], it, prefixes[i], sds[i]); err != nil {
 			_ = release()
-			return nil, fmt.Errorf("read catalogue of %v: %w", sds[i], err)
+			return nil, err
 		}
 	}
 	if err := release(); err != nil {
 		return nil, fmt.Errorf("read catalogues of %d series-days: %w", len(sds), err)
+	}
+	return out, nil
+}
+
+// appendCatalogue appends to out the catalogue entries of sd, whose
+// catalogue keys start with p, read through it.
+func appendCatalogue(out []model.PartitionInfo, it *span, p []byte, sd model.SeriesDay) ([]model.PartitionInfo, error) {
+	for ok := it.SeekGE(p); ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
+		k := it.Key()
+		if len(k) != len(p)+4 {
+			continue // a longer series name with this one's encoding as a prefix
+		}
+		pi := model.PartitionInfo{Key: sd.Partition(binary.BigEndian.Uint32(k[len(p):]))}
+		if err := decodeInfo(it.Value(), &pi); err != nil {
+			return nil, fmt.Errorf("read catalogue entry %v: %w", pi.Key, err)
+		}
+		out = append(out, pi)
+	}
+	// The next SeekGE clears the iterator's error: check it before, or a
+	// read that failed midway would return a catalogue cut short.
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("read catalogue of %v: %w", sd, err)
 	}
 	return out, nil
 }

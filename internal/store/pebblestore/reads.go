@@ -80,6 +80,7 @@ type Reads struct {
 	cat, rows    *pebble.Iterator
 	sp           span
 	lower, upper []byte // EachReading's bounds
+	catKey       []byte // Catalogue's prefix
 }
 
 // NewReads opens a read session.
@@ -117,12 +118,23 @@ func (r *Reads) iter(_ context.Context, lower, upper []byte) (*span, func() erro
 
 // Catalogue returns every partition of one series-day, ordered by
 // sub-bucket.
+// It seeks the session's catalogue iterator to the series-day's prefix,
+// built in a buffer of the session's: no keys to sort and no bounds to
+// allocate (a recompute reads one catalogue per device-minute).
 func (r *Reads) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.PartitionInfo, error) {
-	out, err := catalogues(ctx, r, []model.SeriesDay{sd})
+	r.catKey = seriesDayCataloguePrefix(r.catKey[:0], sd)
+	it, release, err := r.iter(ctx, r.catKey, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read catalogue of %v: %w", sd, err)
+	}
+	out, err := appendCatalogue(nil, it, r.catKey, sd)
+	if rerr := release(); err == nil && rerr != nil {
+		err = fmt.Errorf("read catalogue of %v: %w", sd, rerr)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return out[0], nil
+	return out, nil
 }
 
 // ScanReadings is Store.ScanReadings within the session.
