@@ -360,10 +360,7 @@ func TestMarksOutliveTheirMinutes(t *testing.T) {
 			defer raw.Close()
 			marks := openMarks(t, t.TempDir())
 			defer marks.Close()
-			clock := base.Add(48 * time.Hour)
-			var mu sync.Mutex
-			now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-			advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+			now, advance := testClock(base.Add(48 * time.Hour))
 			cfg := testConfig()
 			cfg.RollDelay, cfg.FlushInterval = time.Minute, time.Hour // rolls only when the test calls them
 			cfg.PastRollDelay = cfg.RollDelay                         // its minutes are two days old
@@ -396,11 +393,7 @@ func TestMarksOutliveTheirMinutes(t *testing.T) {
 			if got := markedMinutes(t, marks); len(got) != 0 {
 				t.Errorf("marks after both minutes were recomputed: %v, want none", got)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := feed.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
+			closeFeed(t, feed)
 		})
 	}
 }
@@ -415,10 +408,7 @@ func TestPastMinutesRolledSooner(t *testing.T) {
 	raw := openRaw(t, t.TempDir())
 	marks := openMarks(t, t.TempDir())
 	defer marks.Close()
-	clock := base.Add(48 * time.Hour)
-	var mu sync.Mutex
-	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	now, advance := testClock(base.Add(48 * time.Hour))
 	cfg := testConfig()
 	cfg.RollDelay, cfg.PastRollDelay, cfg.FlushInterval = time.Minute, time.Second, time.Hour
 	feed := startFeed(t, cfg, now, raw, marks, ob, emb, prometheus.NewRegistry(), WithLocalBackend())
@@ -451,6 +441,21 @@ func TestPastMinutesRolledSooner(t *testing.T) {
 	if got := markedMinutes(t, marks); len(got) != 0 {
 		t.Errorf("marks after roll_delay: %v, want none", got)
 	}
+	closeFeed(t, feed)
+}
+
+// testClock is a clock that stands at start until advanced.
+func testClock(start time.Time) (now func() time.Time, advance func(time.Duration)) {
+	var mu sync.Mutex
+	clock := start
+	now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance = func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	return now, advance
+}
+
+// closeFeed closes feed, allowing it a minute.
+func closeFeed(t *testing.T, feed *Feed) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := feed.Close(ctx); err != nil {

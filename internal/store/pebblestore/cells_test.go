@@ -76,18 +76,25 @@ func TestReadingKeysMergeCells(t *testing.T) {
 	check("after a reopen")
 }
 
-// A store written before reading keys holds a key per metric. Reads merge
-// both forms at a timestamp, the reading key's cell winning, and cursors
-// and limits cut through a mixed timestamp exactly.
-func TestLegacyMetricKeysRead(t *testing.T) {
+// openPump opens a store, closed when the test ends, and returns it with
+// the first partition of pump-1's day 20,000 and that day's start.
+func openPump(t *testing.T) (*Store, model.PartitionKey, int64) {
+	t.Helper()
 	st, err := Open(t.TempDir(), Options{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	ctx := context.Background()
+	t.Cleanup(func() { _ = st.Close() })
 	pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: "pump-1", Day: 20_000}.Partition(0)
-	t0 := model.Day(20_000).Start()
+	return st, pk, model.Day(20_000).Start()
+}
+
+// A store written before reading keys holds a key per metric. Reads merge
+// both forms at a timestamp, the reading key's cell winning, and cursors
+// and limits cut through a mixed timestamp exactly.
+func TestLegacyMetricKeysRead(t *testing.T) {
+	st, pk, t0 := openPump(t)
+	ctx := context.Background()
 	legacy := []model.ReadingRow{
 		{TS: t0, Metric: "rpm", Value: 1000, Seq: 1, HasSeq: true},
 		{TS: t0, Metric: "temp_c", Value: 20, Seq: 1, HasSeq: true},

@@ -3,7 +3,6 @@ package pebblestore
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,14 +16,8 @@ import (
 // order and with the same values, and says it cannot when the partition
 // holds per-metric keys of an older store.
 func TestEachReading(t *testing.T) {
-	st, err := Open(t.TempDir(), Options{}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, pk, t0 := openPump(t)
 	ctx := context.Background()
-	pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: "pump-1", Day: 20_000}.Partition(0)
-	t0 := model.Day(20_000).Start()
 	rows := []model.ReadingRow{
 		{TS: t0, Metric: "rpm", Value: 1000, Seq: 1, HasSeq: true},
 		{TS: t0, Metric: "temp_c", Value: -20.5},
