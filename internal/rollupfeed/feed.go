@@ -303,7 +303,7 @@ func New(cfg Config, raw reader.Store, marks Marks, ob Outbox, dst Inserter, now
 	start := now()
 	err := marks.Each(func(gen uint64, m rollmarks.Minute) error {
 		// These minutes were written before this start: due at once.
-		f.pending.add(m, gen, start.Add(-cfg.RollDelay), liveLane)
+		f.pending.add(m, gen, start.Add(-cfg.RollDelay))
 		f.gen = max(f.gen, gen+1)
 		left++
 		return nil
@@ -405,8 +405,7 @@ func (f *Feed) AfterCommit(b *store.Batch, err error) {
 	// (Cassandra) some of its rows may be stored.
 	now := f.now()
 	for _, m := range mk.minutes {
-		at, ln := f.pastDue(m.Minute, now)
-		f.pending.add(m, mk.gen, at, ln)
+		f.pending.add(m, mk.gen, f.pastDue(m.Minute, now))
 	}
 	f.finishGen(mk.gen)
 	over := f.pending.weight() > f.cfg.MaxPending
@@ -419,8 +418,8 @@ func (f *Feed) AfterCommit(b *store.Batch, err error) {
 	}
 }
 
-// pastDue returns when a minute committed at now counts as pending from,
-// and its lane: now, or, for a minute that ended RollDelay or more before
+// pastDue returns when a minute committed at now counts as pending from:
+// now, or, for a minute that ended RollDelay or more before
 // now, RollDelay - PastRollDelay earlier, so that it is due PastRollDelay
 // after the commit. Waiting RollDelay lets the writes of a minute that is
 // still being written share one recompute; a minute that long past is a
@@ -430,12 +429,12 @@ func (f *Feed) AfterCommit(b *store.Batch, err error) {
 // few seconds to one device share a read. Devices whose clocks lag the
 // gateway's by more than RollDelay are recomputed once per PastRollDelay
 // in which they write instead of once per RollDelay.
-func (f *Feed) pastDue(minute int64, now time.Time) (time.Time, lane) {
+func (f *Feed) pastDue(minute int64, now time.Time) time.Time {
 	end := minute + rollup.MinuteMillis // minute is a valid timestamp's: no overflow
 	if end <= now.Add(-f.cfg.RollDelay).UnixMilli() {
-		return now.Add(min(f.cfg.PastRollDelay, f.cfg.RollDelay) - f.cfg.RollDelay), pastLane
+		return now.Add(min(f.cfg.PastRollDelay, f.cfg.RollDelay) - f.cfg.RollDelay)
 	}
-	return now, liveLane
+	return now
 }
 
 // finishGen ends one commit of generation g. f.mu is held.

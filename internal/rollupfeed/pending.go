@@ -26,35 +26,23 @@ type pendingDevice struct {
 	since          time.Time       // when the oldest of them became pending
 	retryAt        time.Time       // after a failed recompute: not before then
 	failures       int             // failed recomputes in a row
-	lane           lane            // the list it is in
-	prev, next     *pendingDevice
+	index          int             // its place in its queue
+	retrying       bool            // in the retry queue, not the due one
 }
-
-// lane is one of the pending set's lists of devices. Each is in the order
-// the devices became pending, with one delay for all of them, so that a
-// list is in due order and a roll stops at its first device not due.
-type lane uint8
-
-const (
-	liveLane lane = iota // minutes that may still be written: due RollDelay after their commit
-	pastLane             // minutes long past: due PastRollDelay after it (Feed.pastDue)
-	lanes
-)
-
-// list is one lane's devices.
-type list struct{ head, tail *pendingDevice }
 
 type deviceKey struct{ tenant, device string }
 
 // pendingSet holds the device-minutes whose commits are durable and whose
-// rollups are not recomputed yet, with the devices of each lane in the
-// order their oldest pending minute arrived (so the oldest are taken
-// first; a device whose recompute failed goes back to the front). A device
-// is in one lane, the one of the minute that made it pending; a minute of
-// the other lane joins it there, and is due when the device is.
+// rollups are not recomputed yet. Its devices wait in a queue ordered by
+// when their oldest minute became pending (a minute long past counts from
+// earlier than its commit: Feed.pastDue), so that the oldest are taken
+// first and a roll stops at the first device not due, whatever order the
+// minutes arrived in; a device whose recompute failed waits in a second
+// queue ordered by its retry time.
 type pendingSet struct {
 	byDevice map[deviceKey]*pendingDevice
-	lanes    [lanes]list
+	due      queue          // by since
+	retry    queue          // by retryAt
 	minutes  int            // len of every device's minutes: an upper bound
 	gens     map[uint64]int // devices by their lowest generation
 }
@@ -78,21 +66,34 @@ func (p *pendingSet) weight() int {
 }
 
 func newPendingSet() pendingSet {
-	return pendingSet{byDevice: make(map[deviceKey]*pendingDevice), gens: make(map[uint64]int)}
+	return pendingSet{
+		byDevice: make(map[deviceKey]*pendingDevice),
+		retry:    queue{byRetry: true},
+		gens:     make(map[uint64]int),
+	}
 }
 
-// add records minute m of generation gen, pending from at, in lane ln if
-// its device is not pending yet.
-func (p *pendingSet) add(m rollmarks.Minute, gen uint64, at time.Time, ln lane) {
+// add records minute m of generation gen, pending from at. A minute
+// pending from before its device's oldest (one long past, joining minutes
+// of the present) moves the device forward in the queue.
+func (p *pendingSet) add(m rollmarks.Minute, gen uint64, at time.Time) {
 	d := p.byDevice[deviceKey{m.Tenant, m.Device}]
 	if d == nil {
 		// Cloned: the batch's strings may share a request body's memory.
-		d = &pendingDevice{tenant: strings.Clone(m.Tenant), device: strings.Clone(m.Device), gen: gen, since: at, lane: ln}
-		p.insert(d, false)
-	} else if gen < d.gen {
-		p.uncount(d.gen)
-		d.gen = gen
-		p.gens[gen]++
+		d = &pendingDevice{tenant: strings.Clone(m.Tenant), device: strings.Clone(m.Device), gen: gen, since: at}
+		p.insert(d)
+	} else {
+		if gen < d.gen {
+			p.uncount(d.gen)
+			d.gen = gen
+			p.gens[gen]++
+		}
+		if at.Before(d.since) {
+			d.since = at
+			if !d.retrying {
+				p.due.rekey(d.index)
+			}
+		}
 	}
 	if n := len(d.minutes); n > 0 && d.minutes[n-1].minute == m.Minute {
 		d.minutes[n-1].at = at
@@ -109,29 +110,16 @@ func (p *pendingSet) add(m rollmarks.Minute, gen uint64, at time.Time, ln lane) 
 	}
 }
 
-// insert links d into its lane (at the front if first) and counts it.
-func (p *pendingSet) insert(d *pendingDevice, first bool) {
+// insert queues d (in the retry queue if it is retrying) and counts it.
+func (p *pendingSet) insert(d *pendingDevice) {
 	p.byDevice[deviceKey{d.tenant, d.device}] = d
 	p.gens[d.gen]++
 	p.minutes += len(d.minutes)
-	l := &p.lanes[d.lane]
-	if first {
-		d.prev, d.next = nil, l.head
-		if l.head != nil {
-			l.head.prev = d
-		} else {
-			l.tail = d
-		}
-		l.head = d
-		return
-	}
-	d.prev, d.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = d
+	if d.retrying {
+		p.retry.push(d)
 	} else {
-		l.head = d
+		p.due.push(d)
 	}
-	l.tail = d
 }
 
 func (p *pendingSet) uncount(gen uint64) {
@@ -141,18 +129,11 @@ func (p *pendingSet) uncount(gen uint64) {
 }
 
 func (p *pendingSet) remove(d *pendingDevice) {
-	l := &p.lanes[d.lane]
-	if d.prev != nil {
-		d.prev.next = d.next
+	if d.retrying {
+		p.retry.remove(d.index)
 	} else {
-		l.head = d.next
+		p.due.remove(d.index)
 	}
-	if d.next != nil {
-		d.next.prev = d.prev
-	} else {
-		l.tail = d.prev
-	}
-	d.prev, d.next = nil, nil
 	delete(p.byDevice, deviceKey{d.tenant, d.device})
 	p.minutes -= len(d.minutes)
 	p.uncount(d.gen)
@@ -160,36 +141,35 @@ func (p *pendingSet) remove(d *pendingDevice) {
 
 // take removes and returns the devices that are due at now: those whose
 // oldest minute became pending at or before due, then the oldest others
-// of each lane while the set weighs more than max (all with force), at
-// most limit minutes in all (at least one device); the past lane first. A
-// due device's minutes that became pending after due stay pending, so that
+// while the set weighs more than max (all with force), at most limit
+// minutes in all (at least one device). A due device's minutes that became
+// pending after due stay pending, in their own place in the queue, so that
 // a minute is recomputed no sooner than due after its commit unless memory
-// or shutdown forces it. A device waiting after a failure is skipped until
-// its retry time.
+// or shutdown forces it. A device waiting after a failure is not taken
+// before its retry time.
 func (p *pendingSet) take(now, due time.Time, max, limit int, force bool) []*pendingDevice {
+	for p.retry.len() > 0 && !now.Before(p.retry.first().retryAt) {
+		d := p.retry.first()
+		p.retry.remove(0)
+		d.retrying = false
+		p.due.push(d)
+	}
 	var out []*pendingDevice
 	taken := 0
-	for _, ln := range [...]lane{pastLane, liveLane} {
-		for d := p.lanes[ln].head; d != nil && taken < limit; {
-			next := d.next
-			if now.Before(d.retryAt) {
-				d = next
-				continue
-			}
-			early := d.since.After(due)
-			if early && p.weight() <= max && !force {
-				break
-			}
-			p.remove(d)
-			if !early && !force {
-				if rest := d.split(due); rest != nil {
-					p.insert(rest, false)
-				}
-			}
-			taken += len(d.minutes)
-			out = append(out, d)
-			d = next
+	for p.due.len() > 0 && taken < limit {
+		d := p.due.first()
+		early := d.since.After(due)
+		if early && p.weight() <= max && !force {
+			break
 		}
+		p.remove(d)
+		if !early && !force {
+			if rest := d.split(due); rest != nil {
+				p.insert(rest)
+			}
+		}
+		taken += len(d.minutes)
+		out = append(out, d)
 	}
 	return out
 }
@@ -208,10 +188,7 @@ func (d *pendingDevice) split(due time.Time) *pendingDevice {
 			continue
 		}
 		if rest == nil {
-			// The live lane: its devices' own delay is the longer one, so
-			// that rest, due sooner or later than d's lane would take it,
-			// never holds back devices due before it.
-			rest = &pendingDevice{tenant: d.tenant, device: d.device, gen: d.gen, since: m.at, lane: liveLane}
+			rest = &pendingDevice{tenant: d.tenant, device: d.device, gen: d.gen, since: m.at}
 		}
 		rest.minutes = append(rest.minutes, m)
 		rest.since = earlier(rest.since, m.at)
@@ -220,9 +197,9 @@ func (d *pendingDevice) split(due time.Time) *pendingDevice {
 	return rest
 }
 
-// put returns a device whose recompute failed: it keeps its place in time
-// (the lag counts from its oldest minute) and goes to the front, merged
-// with any minutes of it that arrived since, to be retried at retryAt.
+// put returns a device whose recompute failed, merged with any minutes of
+// it that arrived since, to be retried at retryAt; it keeps its place in
+// time (the lag counts from its oldest minute).
 func (p *pendingSet) put(d *pendingDevice, retryAt time.Time) {
 	if e := p.byDevice[deviceKey{d.tenant, d.device}]; e != nil {
 		p.remove(e)
@@ -231,8 +208,8 @@ func (p *pendingSet) put(d *pendingDevice, retryAt time.Time) {
 		d.since = earlier(d.since, e.since)
 		d.compact()
 	}
-	d.retryAt = retryAt
-	p.insert(d, true)
+	d.retryAt, d.retrying = retryAt, true
+	p.insert(d)
 }
 
 // oldestGen is the lowest generation of a pending minute, or ok false.
@@ -246,18 +223,17 @@ func (p *pendingSet) oldestGen() (gen uint64, ok bool) {
 }
 
 // oldestSince is when the oldest pending minute became pending (zero when
-// none is): a lane's head's, or an earlier one's among the devices put
-// back after a failure, which are at the front.
+// none is): the due queue's first device's, or an earlier one's among the
+// devices waiting to retry.
 func (p *pendingSet) oldestSince() time.Time {
 	var t time.Time
-	for _, l := range p.lanes {
-		for d := l.head; d != nil; d = d.next {
-			if t.IsZero() || d.since.Before(t) {
-				t = d.since
-			}
-			if d.failures == 0 {
-				break // the rest arrived in order
-			}
+	if p.due.len() > 0 {
+		t = p.due.first().since
+	}
+	for _, e := range p.retry.es {
+		d := e.d
+		if t.IsZero() || d.since.Before(t) {
+			t = d.since
 		}
 	}
 	return t

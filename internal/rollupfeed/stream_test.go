@@ -2,8 +2,8 @@ package rollupfeed
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/reader"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/reader"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/store"
@@ -108,6 +109,73 @@ func TestStreamedRecomputeMatchesReader(t *testing.T) {
 		}
 		if counted.streamed != c.streamed {
 			t.Errorf("%s: %d partitions streamed, want %d", c.device, counted.streamed, c.streamed)
+		}
+	}
+}
+
+// partialReads streams a partition's first cells, then says it cannot
+// stream the rest, as EachReading does on reaching a per-metric key of an
+// older store.
+type partialReads struct {
+	*pebblestore.Reads
+	cells int
+}
+
+func (p *partialReads) EachReading(ctx context.Context, pk model.PartitionKey, r store.Range, fn func(name []byte, row *model.ReadingRow) error) (bool, error) {
+	n := 0
+	_, err := p.Reads.EachReading(ctx, pk, r, func(name []byte, row *model.ReadingRow) error {
+		if n++; n > p.cells {
+			return errStop
+		}
+		return fn(name, row)
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return false, err
+	}
+	return false, nil
+}
+
+var errStop = errors.New("stop")
+
+// A partition streamed in part before the stream gives up (an older
+// store's per-metric key among the readings) leaves no row of that part:
+// the run is read again through the reader, and the rows already in dst
+// stay as they were.
+func TestPartlyStreamedRunFallsBack(t *testing.T) {
+	raw := openRaw(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sk := sink.New(sink.DefaultConfig(), buckets.DefaultConfig(), raw, quiet, prometheus.NewRegistry())
+	defer func() { _ = sk.Close(ctx) }()
+	(&rig{raw: raw, sink: sk}).write(t, "acme", []string{"one"}, base, 0, 180)
+	emb, ob := openLocal(t)
+	defer ob.Close()
+	f := newFeed(t, testConfig(), raw, t.TempDir(), ob, emb, prometheus.NewRegistry(), WithLocalBackend())
+	defer func() { _ = f.Close(ctx) }()
+	d := func() *pendingDevice {
+		return &pendingDevice{tenant: "acme", device: "one", minutes: []pendingMinute{{minute: base.UnixMilli()}, {minute: base.Add(time.Minute).UnixMilli()}}}
+	}
+	var sc scratch
+	want, err := f.recomputeDevice(ctx, raw, &sc, d(), 7, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) < 2 {
+		t.Fatalf("%d rows through the reader, want at least 2", len(want))
+	}
+	before := rollup.Row{Key: rollup.Key{Tenant: "acme", Device: "other", Metric: "m", Minute: 1}, Count: 1}
+	for _, cells := range []int{0, 1, 5} {
+		rs, err := raw.NewReads(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := f.recomputeDevice(ctx, &partialReads{Reads: rs, cells: cells}, &sc, d(), 7, []rollup.Row{before})
+		_ = rs.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(append([]rollup.Row{before}, want...), got); diff != "" {
+			t.Errorf("%d cells streamed before the fallback (-want +got):\n%s", cells, diff)
 		}
 	}
 }

@@ -59,7 +59,12 @@ func TestEachReading(t *testing.T) {
 		}
 	}
 
+	// A partition of one key a reading at t0, then a per-metric key at t0+3:
+	// the first is handed out, then the stream gives up.
 	old := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: "pump-2", Day: 20_000}.Partition(0)
+	if err := st.Commit(ctx, &store.Batch{Partitions: []store.PartitionWrite{{Key: old, Readings: rows[:2]}}}); err != nil {
+		t.Fatal(err)
+	}
 	pb := st.db.NewBatch()
 	r := model.ReadingRow{TS: t0 + 3, Metric: "rpm", Value: 1}
 	if err := pb.Set(append(appendTS(partitionPrefix(nil, old), r.TS), r.Metric...), encodeReading(nil, r), nil); err != nil {
@@ -73,9 +78,10 @@ func TestEachReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rs2.Close()
-	whole, err := rs2.EachReading(ctx, old, store.Range{From: t0, To: t0 + 10}, func([]byte, *model.ReadingRow) error { return nil })
-	if err != nil || whole {
-		t.Errorf("a partition with a per-metric key: whole %t, %v; want false, nil", whole, err)
+	seen := 0
+	whole, err := rs2.EachReading(ctx, old, store.Range{From: t0, To: t0 + 10}, func([]byte, *model.ReadingRow) error { seen++; return nil })
+	if err != nil || whole || seen != 2 {
+		t.Errorf("a partition with a per-metric key after a reading of 2 metrics: whole %t, %d seen, %v; want false, 2 seen, nil", whole, seen, err)
 	}
 
 	// A long run stops once its context ends.
@@ -94,7 +100,7 @@ func TestEachReading(t *testing.T) {
 	defer rs3.Close()
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	seen := 0
+	seen = 0
 	_, err = rs3.EachReading(cctx, long, store.Range{From: t0, To: t0 + 3000}, func([]byte, *model.ReadingRow) error { seen++; return nil })
 	if !errors.Is(err, context.Canceled) || seen >= 3000 {
 		t.Errorf("a cancelled read of 3000 readings: %d seen, %v", seen, err)
