@@ -216,6 +216,7 @@ type Entry struct {
 type Series struct {
 	sd     model.SeriesDay
 	queued bool         // in Planner.idle
+	held   bool         // in Planner.days: evict need not look it up
 	parts  []*Partition // every partition of the series-day, as known
 	active *Partition   // the partition this writer fills, nil if none
 	maxSeq int          // highest split sequence number this writer used
@@ -262,9 +263,9 @@ func (p *Planner) Over() bool { return len(p.days) > p.cfg.MaxSeriesDays }
 // returns its state. It must be called before the first Place for that
 // series-day. It never evicts: a caller loads every series-day of a round,
 // then places, and a series-day it loaded or found with Lookup stays loaded
-// until TakeEntries.
+// until TakeEntries. sd must not be held (Lookup returned nil).
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
-	s := &Series{sd: sd, parts: make([]*Partition, 0, len(parts))}
+	s := &Series{sd: sd, parts: make([]*Partition, 0, len(parts)), held: true}
 	for _, pi := range parts {
 		// An entry marked Ahead stays a claim in the planner's state too
 		// until Reconcile replaces it with counted values.
@@ -300,6 +301,7 @@ func (p *Planner) Unload(sd model.SeriesDay) {
 			delete(p.ahead, pt)
 		}
 		delete(p.days, sd)
+		s.held = false
 	}
 }
 
@@ -382,8 +384,11 @@ func (p *Planner) evict() {
 		p.head++
 		s.queued = false
 		p.checked++
-		if p.days[s.sd] == s && p.evictable(s) {
+		if s.held && p.evictable(s) {
+			// Not looked up first: with a million series-days a day each
+			// look-up misses the CPU's caches.
 			delete(p.days, s.sd)
+			s.held = false
 		}
 	}
 	if p.head > len(p.idle)/2 {

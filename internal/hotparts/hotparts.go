@@ -20,7 +20,6 @@ package hotparts
 
 import (
 	"cmp"
-	"container/heap"
 	"math"
 	"slices"
 	"sync"
@@ -48,18 +47,50 @@ type item struct {
 	i   int     // index in the heap
 }
 
+// minHeap orders the tracked items by count, the smallest at the top. It
+// is typed rather than a container/heap: the flusher fixes it for every
+// partition of every batch, and with more partitions written than tracked
+// each one replaces the top and sinks to the bottom.
 type minHeap []*item
 
-func (h minHeap) Len() int           { return len(h) }
-func (h minHeap) Less(i, j int) bool { return h[i].w < h[j].w }
-func (h minHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].i = i; h[j].i = j }
-func (h *minHeap) Push(x any)        { it := x.(*item); it.i = len(*h); *h = append(*h, it) }
-func (h *minHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return it
+func (h minHeap) swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].i = i; h[j].i = j }
+
+func (h *minHeap) push(it *item) {
+	it.i = len(*h)
+	*h = append(*h, it)
+	h.up(it.i)
+}
+
+// fix restores the order after the count of the item at i grew (counts
+// only grow between rescales, which keep the order).
+func (h minHeap) fix(i int) {
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		c := l
+		if r := l + 1; r < n && h[r].w < h[l].w {
+			c = r
+		}
+		if h[c].w >= h[i].w {
+			return
+		}
+		h.swap(i, c)
+		i = c
+	}
+}
+
+func (h minHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[i].w >= h[p].w {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
 }
 
 // Tracker is safe for concurrent use.
@@ -84,7 +115,13 @@ func New(capacity int, tau time.Duration) *Tracker {
 
 // Add records rows written to partition pk at now.
 func (t *Tracker) Add(now time.Time, pk model.PartitionKey, rows int64) {
-	if rows <= 0 {
+	t.AddEach(now, 1, func(int) (model.PartitionKey, int64) { return pk, rows })
+}
+
+// AddEach records the rows of n partitions written at now: each(i) returns
+// the i-th partition and its rows. It takes the lock once for all of them.
+func (t *Tracker) AddEach(now time.Time, n int, each func(i int) (model.PartitionKey, int64)) {
+	if n <= 0 {
 		return
 	}
 	t.mu.Lock()
@@ -100,15 +137,25 @@ func (t *Tracker) Add(now time.Time, pk model.PartitionKey, rows int64) {
 		}
 		t.origin, x = now, 0
 	}
-	w := float64(rows) * math.Exp(x)
+	weight := math.Exp(x)
+	for i := range n {
+		pk, rows := each(i)
+		if rows > 0 {
+			t.add(pk, float64(rows)*weight)
+		}
+	}
+}
+
+// add adds w to pk's count. t.mu is held.
+func (t *Tracker) add(pk model.PartitionKey, w float64) {
 	if it, ok := t.idx[pk]; ok {
 		it.w += w
-		heap.Fix(&t.h, it.i)
+		t.h.fix(it.i)
 		return
 	}
 	if len(t.h) < t.cap {
 		it := &item{key: pk, w: w}
-		heap.Push(&t.h, it)
+		t.h.push(it)
 		t.idx[pk] = it
 		return
 	}
@@ -116,7 +163,7 @@ func (t *Tracker) Add(now time.Time, pk model.PartitionKey, rows int64) {
 	delete(t.idx, low.key)
 	low.key, low.w = pk, low.w+w
 	t.idx[pk] = low
-	heap.Fix(&t.h, 0)
+	t.h.fix(0)
 }
 
 // Top returns up to n tracked partitions that keep accepts, fastest first,

@@ -50,10 +50,10 @@ func newHealthMetrics(reg prometheus.Registerer) *healthMetrics {
 // it writes per partition to the hot-partition tracker, the partitions the
 // round closed and opened to the histograms.
 func (s *Sink) observe(bt *batch, entries []buckets.Entry) {
-	now := time.Now()
-	for _, pw := range bt.b.Partitions {
-		s.hot.Add(now, pw.Key, int64(len(pw.Readings)+len(pw.Events)))
-	}
+	parts := bt.b.Partitions
+	s.hot.AddEach(time.Now(), len(parts), func(i int) (model.PartitionKey, int64) {
+		return parts[i].Key, int64(len(parts[i].Readings) + len(parts[i].Events))
+	})
 	for _, e := range entries {
 		if e.Info.Closed {
 			kind := e.Info.Key.Kind.String()
