@@ -2,11 +2,13 @@ package pebblestore_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/storetest"
 )
 
@@ -54,5 +56,57 @@ func TestCataloguesMatchCatalogue(t *testing.T) {
 	}
 	if got, err := st.Catalogues(t.Context(), nil); err != nil || len(got) != 0 {
 		t.Errorf("Catalogues(nil) = %v, %v", got, err)
+	}
+}
+
+// Catalogues finds each series-day's entries whether it seeks to it or
+// finds the iterator already standing past it: many series-days, most of
+// them absent, asked in random sets, with duplicates and with a series
+// whose encoding is a prefix of another's.
+func TestCataloguesSkipAbsent(t *testing.T) {
+	st := open(t, t.TempDir())
+	defer st.Close()
+	day := model.DayOf(1_700_000_000_000)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var series []string
+	for i := range 600 {
+		series = append(series, fmt.Sprintf("dev-%04d", i))
+	}
+	series = append(series, "p", "p\x00q", "p\x00q\x00r") // "p\x00" prefixes the others' keys
+	committed := map[model.SeriesDay][]model.PartitionInfo{}
+	var b store.Batch
+	for _, s := range series {
+		if rng.IntN(4) != 0 && s != "p\x00q" {
+			continue // three in four have no catalogue
+		}
+		sd := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: s, Day: day}
+		for sub := range uint32(1 + rng.IntN(3)) {
+			pi := model.PartitionInfo{Key: sd.Partition(sub), Rows: int64(1 + rng.IntN(100)), State: "single"}
+			b.Catalogue = append(b.Catalogue, pi)
+			committed[sd] = append(committed[sd], pi)
+		}
+	}
+	if err := st.Commit(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for round := range 50 {
+		var sds []model.SeriesDay
+		for range 1 + rng.IntN(200) {
+			sds = append(sds, model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: series[rng.IntN(len(series))], Day: day})
+		}
+		got, err := st.Catalogues(t.Context(), sds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, sd := range sds {
+			if diff := cmp.Diff(committed[sd], got[i]); diff != "" {
+				t.Fatalf("round %d: %q differs (-committed +read):\n%s", round, sd.Series, diff)
+			}
+			found += len(got[i])
+		}
+	}
+	if found == 0 {
+		t.Fatal("setup: no catalogue entry asked for")
 	}
 }

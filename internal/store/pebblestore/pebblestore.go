@@ -223,6 +223,8 @@ func catalogues(ctx context.Context, src iterSource, sds []model.SeriesDay) ([][
 	if err != nil {
 		return nil, fmt.Errorf("read catalogues of %d series-days: %w", len(sds), err)
 	}
+	var prev []byte
+	at := false // where the last read left the iterator, when prev is set
 	for n, i := range order {
 		if n%256 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -230,10 +232,24 @@ func catalogues(ctx context.Context, src iterSource, sds []model.SeriesDay) ([][
 				return nil, err
 			}
 		}
-		if out[i], err = appendCatalogue(out[i], it, prefixes[i], sds[i]); err != nil {
+		p := prefixes[i]
+		var ok bool
+		if prev != nil && !bytes.HasPrefix(p, prev) && (!at || bytes.Compare(it.Key(), p) >= 0) {
+			// The iterator stands past the last catalogue read, at the
+			// first key after it (or past the bounds: none is left), and
+			// that key is at or after p: no key lies between, so it is
+			// the first at or after p, and a seek would find it again.
+			// With many new devices a round, most of their catalogues are
+			// absent and found so without a seek.
+			ok = at
+		} else {
+			ok = it.SeekGE(p)
+		}
+		if out[i], at, err = readCatalogue(out[i], it, ok, p, sds[i]); err != nil {
 			_ = release()
 			return nil, err
 		}
+		prev = p
 	}
 	if err := release(); err != nil {
 		return nil, fmt.Errorf("read catalogues of %d series-days: %w", len(sds), err)
@@ -244,23 +260,32 @@ func catalogues(ctx context.Context, src iterSource, sds []model.SeriesDay) ([][
 // appendCatalogue appends to out the catalogue entries of sd, whose
 // catalogue keys start with p, read through it.
 func appendCatalogue(out []model.PartitionInfo, it *span, p []byte, sd model.SeriesDay) ([]model.PartitionInfo, error) {
-	for ok := it.SeekGE(p); ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
+	out, _, err := readCatalogue(out, it, it.SeekGE(p), p, sd)
+	return out, err
+}
+
+// readCatalogue appends to out the catalogue entries of sd, whose keys
+// start with p, from it positioned at the first key at or after p (ok
+// false: there is none in its bounds). It returns whether it then stands
+// at a key (the first after those entries) or past its bounds.
+func readCatalogue(out []model.PartitionInfo, it *span, ok bool, p []byte, sd model.SeriesDay) ([]model.PartitionInfo, bool, error) {
+	for ; ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
 		k := it.Key()
 		if len(k) != len(p)+4 {
 			continue // a longer series name with this one's encoding as a prefix
 		}
 		pi := model.PartitionInfo{Key: sd.Partition(binary.BigEndian.Uint32(k[len(p):]))}
 		if err := decodeInfo(it.Value(), &pi); err != nil {
-			return nil, fmt.Errorf("read catalogue entry %v: %w", pi.Key, err)
+			return nil, false, fmt.Errorf("read catalogue entry %v: %w", pi.Key, err)
 		}
 		out = append(out, pi)
 	}
 	// The next SeekGE clears the iterator's error: check it before, or a
 	// read that failed midway would return a catalogue cut short.
 	if err := it.Error(); err != nil {
-		return nil, fmt.Errorf("read catalogue of %v: %w", sd, err)
+		return nil, false, fmt.Errorf("read catalogue of %v: %w", sd, err)
 	}
-	return out, nil
+	return out, ok, nil
 }
 
 // sortedKeys builds n keys with appendKey into one shared buffer and
