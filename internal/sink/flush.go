@@ -223,7 +223,11 @@ func (s *Sink) plan(group []*pending) {
 		bt.waiters = append(bt.waiters, p)
 	}
 	parts := s.writes(bt, all)
-	entries := s.planner.TakeEntries(nil)
+	entries := s.planner.TakeEntries(s.entries[:0])
+	defer func() {
+		clear(entries) // submit copied them into bt
+		s.entries = entries[:0]
+	}()
 	s.m.entries.WithLabelValues("placed").Add(float64(len(entries)))
 	for _, e := range entries {
 		s.noteSplit(e.Info.Key)
@@ -246,11 +250,17 @@ type placed struct {
 
 // writes fills bt's partition writes with the rows of all, grouped by
 // partition in order of first appearance, and returns each partition's
-// index in bt.b.Partitions. Every partition's rows are counted first, so
-// that all readings of the batch share one allocation.
+// index in bt.b.Partitions, in a map the next round reuses. Every
+// partition's rows are counted first, so that all readings of the batch
+// share one allocation.
 func (s *Sink) writes(bt *batch, all []placed) map[*buckets.Partition]int {
-	parts := make(map[*buckets.Partition]int, min(len(all), 1024))
-	at := make([]int32, len(all)) // partition index of each placed row
+	if s.partIdx == nil {
+		s.partIdx = make(map[*buckets.Partition]int, min(len(all), 1024))
+	}
+	parts := s.partIdx
+	clear(parts)
+	at := slices.Grow(s.rowPart[:0], len(all))[:len(all)] // partition index of each placed row
+	s.rowPart = at
 	var order []*buckets.Partition
 	var counts []int32
 	var readings, events int
@@ -305,6 +315,8 @@ func (s *Sink) writes(bt *batch, all []placed) map[*buckets.Partition]int {
 // entry again).
 func (s *Sink) submit(bt *batch, entries []buckets.Entry, written map[*buckets.Partition]int) {
 	carry := func(es []buckets.Entry) {
+		bt.b.Catalogue = slices.Grow(bt.b.Catalogue, len(es))
+		bt.entries = slices.Grow(bt.entries, len(es))
 		for _, e := range es {
 			bt.b.Catalogue = append(bt.b.Catalogue, e.Info)
 			bt.entries = append(bt.entries, e.Part)

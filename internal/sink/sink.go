@@ -257,6 +257,11 @@ type Sink struct {
 	// limit: the largest split sequence number per day, for the two
 	// newest days seen (see noteSplit).
 	splits map[model.Day]int
+	// What the flusher reuses from round to round (plan): a round's
+	// partitions and the index of each placed row's, and its entries.
+	partIdx map[*buckets.Partition]int
+	rowPart []int32
+	entries []buckets.Entry
 }
 
 // WithAuditGate has Write refuse a request, storing nothing, when gate
