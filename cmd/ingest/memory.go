@@ -6,13 +6,16 @@ import (
 	"strconv"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/membudget"
 )
 
 // applyMemoryBudget sets the Go heap's soft limit to its share of
 // memory.budget_bytes, unless GOMEMLIMIT is set in the environment (getenv),
 // and the collector's percentage to memory.gc_percent, unless GOGC is; logs
-// the division, and warns when explicit settings plan more state than the
-// budget has room for. It returns what restores the previous settings.
+// the division (with the C allocator's arenas, which membudget caps when
+// the program starts), and warns when explicit settings plan more state
+// than the budget has room for. It returns what restores the previous
+// settings.
 func applyMemoryBudget(cfg config.Config, logger *slog.Logger, getenv func(string) string) (restore func()) {
 	p := cfg.Plan()
 	restore = func() {}
@@ -23,6 +26,12 @@ func applyMemoryBudget(cfg config.Config, logger *slog.Logger, getenv func(strin
 	} else {
 		limit = "GOMEMLIMIT"
 	}
+	arenas := "default"
+	if n := membudget.MallocArenas(); n > 0 {
+		arenas = strconv.Itoa(n)
+	} else if env := getenv("MALLOC_ARENA_MAX"); env != "" {
+		arenas = env + " (MALLOC_ARENA_MAX)"
+	}
 	gcPercent, gcFrom := strconv.Itoa(cfg.Memory.GCPercent), "memory.gc_percent"
 	if env := getenv("GOGC"); env == "" {
 		prev := debug.SetGCPercent(cfg.Memory.GCPercent)
@@ -32,7 +41,7 @@ func applyMemoryBudget(cfg config.Config, logger *slog.Logger, getenv func(strin
 		gcPercent, gcFrom = env, "GOGC"
 	}
 	logger.Info("memory budget", "budget_mib", p.Budget>>20, "go_heap_limit_mib", debug.SetMemoryLimit(-1)>>20, "go_heap_limit_from", limit,
-		"gc_percent", gcPercent, "gc_percent_from", gcFrom,
+		"gc_percent", gcPercent, "gc_percent_from", gcFrom, "malloc_arenas", arenas,
 		"max_series_days", cfg.Buckets.MaxSeriesDays, "max_pending", cfg.Rollups.MaxPending,
 		"store_cache_mib", cfg.Store.Pebble.CacheBytes>>20, "store_memtable_mib", p.StoreMemTable>>20)
 	if msg, over := p.Over(cfg.Buckets.MaxSeriesDays, cfg.Rollups.MaxPending, cfg.Store.Pebble.CacheBytes); over {

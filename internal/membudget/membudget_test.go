@@ -1,6 +1,9 @@
 package membudget
 
-import "testing"
+import (
+	"os"
+	"testing"
+)
 
 func TestForDividesTheBudget(t *testing.T) {
 	for _, tc := range []struct {
@@ -74,4 +77,17 @@ func TestOver(t *testing.T) {
 		t.Fatal("a million series-days in 512 MiB not reported")
 	}
 	t.Log(msg)
+}
+
+// With cgo (Pebble's memory from the C allocator) the allocator's arenas
+// are capped at two when the program starts, unless MALLOC_ARENA_MAX says
+// otherwise; without cgo there is nothing to cap.
+func TestMallocArenas(t *testing.T) {
+	want := 0
+	if pebbleOffHeap && os.Getenv("MALLOC_ARENA_MAX") == "" {
+		want = 2
+	}
+	if got := MallocArenas(); got != want {
+		t.Errorf("MallocArenas() = %d, want %d (cgo %t, MALLOC_ARENA_MAX %q)", got, want, pebbleOffHeap, os.Getenv("MALLOC_ARENA_MAX"))
+	}
 }
