@@ -33,13 +33,21 @@ func (r *Reads) EachReading(ctx context.Context, pk model.PartitionKey, rng stor
 	if bytes.Compare(lower, upper) >= 0 {
 		return true, nil
 	}
+	there, at := positioned(r.rows, r.rowsPast, lower)
+	past := r.rowsPast[:0]
 	it, release, err := r.iter(ctx, lower, upper)
 	if err != nil {
 		return false, err
 	}
+	var ok bool
+	if there {
+		ok = at && bytes.Compare(r.rows.Key(), upper) < 0
+	} else {
+		ok = it.First()
+	}
 	var row model.ReadingRow
 	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
+	for ; ok; ok = it.Next() {
 		if n++; n%1024 == 0 { // a run may hold a day of a device's readings
 			if err := ctx.Err(); err != nil {
 				_ = release()
@@ -69,5 +77,7 @@ func (r *Reads) EachReading(ctx context.Context, pk model.PartitionKey, rng stor
 	if err := release(); err != nil {
 		return false, fmt.Errorf("each reading of %v: %w", pk, err)
 	}
+	// Read to the first key at or after upper.
+	r.rowsPast = append(past, upper...)
 	return true, nil
 }

@@ -81,6 +81,17 @@ func catalogueKey(b []byte, pk model.PartitionKey) []byte {
 	return binary.BigEndian.AppendUint32(b, pk.Sub)
 }
 
+// prefixEndInPlace is prefixEnd written over prefix.
+func prefixEndInPlace(prefix []byte) []byte {
+	for i := len(prefix) - 1; i >= 0; i-- {
+		if prefix[i] != 0xff {
+			prefix[i]++
+			return prefix[:i+1]
+		}
+	}
+	return nil
+}
+
 // prefixEnd returns the smallest key greater than every key with the prefix.
 func prefixEnd(prefix []byte) []byte {
 	end := append([]byte(nil), prefix...)

@@ -257,13 +257,6 @@ func catalogues(ctx context.Context, src iterSource, sds []model.SeriesDay) ([][
 	return out, nil
 }
 
-// appendCatalogue appends to out the catalogue entries of sd, whose
-// catalogue keys start with p, read through it.
-func appendCatalogue(out []model.PartitionInfo, it *span, p []byte, sd model.SeriesDay) ([]model.PartitionInfo, error) {
-	out, _, err := readCatalogue(out, it, it.SeekGE(p), p, sd)
-	return out, err
-}
-
 // readCatalogue appends to out the catalogue entries of sd, whose keys
 // start with p, from it positioned at the first key at or after p (ok
 // false: there is none in its bounds). It returns whether it then stands

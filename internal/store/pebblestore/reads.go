@@ -73,7 +73,8 @@ func (s *Store) iter(ctx context.Context, lower, upper []byte) (*span, func() er
 // device). Catalogue and row reads alternate between two distant key
 // ranges; on iterators of their own each keeps the tables and blocks it
 // has open, and reads made in key order (the recomputes sort their
-// devices) mostly find the next one's there. It sees the store as it was
+// devices) mostly find the next one's there, or stand at it already
+// (positioned). It sees the store as it was
 // when NewReads returned. It is not safe for concurrent use, and one read
 // must end before the next begins (they share one span); Close it once.
 type Reads struct {
@@ -81,6 +82,27 @@ type Reads struct {
 	sp           span
 	lower, upper []byte // EachReading's bounds
 	catKey       []byte // Catalogue's prefix
+	// After a Catalogue or an EachReading read to its end, the iterator
+	// stands at the first key at or after catPast (rowsPast): a read in
+	// key order whose first key is already there needs no seek (a roll's
+	// devices are sorted, and often neighbours in the store). Any other
+	// read through the iterator clears it (nil).
+	catPast, rowsPast []byte
+}
+
+// positioned reports whether it, which stands at the first key at or
+// after past (nil: unknown), stands at the first key at or after k too,
+// and if so whether it is at a key: when k is at or after past and the
+// iterator's key is at or after k, no key lies between, so a seek to k
+// would find the same key.
+func positioned(it *pebble.Iterator, past, k []byte) (ok, at bool) {
+	if past == nil || bytes.Compare(k, past) < 0 {
+		return false, false
+	}
+	if !it.Valid() {
+		return it.Error() == nil, false
+	}
+	return bytes.Compare(it.Key(), k) >= 0, true
 }
 
 // NewReads opens a read session.
@@ -111,6 +133,9 @@ func (r *Reads) iter(_ context.Context, lower, upper []byte) (*span, func() erro
 	it := r.rows
 	if len(lower) > 0 && lower[0] == tabCatalogue {
 		it = r.cat
+		r.catPast = nil
+	} else {
+		r.rowsPast = nil
 	}
 	r.sp = span{it: it, lower: lower, upper: upper}
 	return &r.sp, it.Error, nil
@@ -123,17 +148,24 @@ func (r *Reads) iter(_ context.Context, lower, upper []byte) (*span, func() erro
 // allocate (a recompute reads one catalogue per device-minute).
 func (r *Reads) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.PartitionInfo, error) {
 	r.catKey = seriesDayCataloguePrefix(r.catKey[:0], sd)
+	there, at := positioned(r.cat, r.catPast, r.catKey)
+	past := r.catPast[:0]
 	it, release, err := r.iter(ctx, r.catKey, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read catalogue of %v: %w", sd, err)
 	}
-	out, err := appendCatalogue(nil, it, r.catKey, sd)
+	if !there {
+		at = it.SeekGE(r.catKey)
+	}
+	out, _, err := readCatalogue(nil, it, at, r.catKey, sd)
 	if rerr := release(); err == nil && rerr != nil {
 		err = fmt.Errorf("read catalogue of %v: %w", sd, rerr)
 	}
 	if err != nil {
 		return nil, err
 	}
+	// Read to the first key without the prefix: at or after its end.
+	r.catPast = prefixEndInPlace(append(past, r.catKey...))
 	return out, nil
 }
 
