@@ -350,7 +350,7 @@ func (s *Sink) submit(bt *batch, entries []buckets.Entry, written map[*buckets.P
 		carry(s.planner.Resave(lost))
 	}
 	bt.done = make(chan struct{})
-	bt.days = make(map[model.SeriesDay]struct{})
+	bt.days = make(map[model.SeriesDay]struct{}, len(bt.b.Catalogue))
 	for _, pi := range bt.b.Catalogue {
 		bt.days[pi.Key.SeriesDay()] = struct{}{}
 	}
