@@ -263,7 +263,8 @@ func (p *Planner) Over() bool { return len(p.days) > p.cfg.MaxSeriesDays }
 // returns its state. It must be called before the first Place for that
 // series-day. It never evicts: a caller loads every series-day of a round,
 // then places, and a series-day it loaded or found with Lookup stays loaded
-// until TakeEntries. sd must not be held (Lookup returned nil).
+// until TakeEntries. Callers load a series-day Lookup did not find; one
+// loaded again replaces the state held.
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
 	s := &Series{sd: sd, parts: make([]*Partition, 0, len(parts)), held: true}
 	for _, pi := range parts {
@@ -286,6 +287,11 @@ func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series 
 		if s.active == nil || pi.Key.Sub > s.active.info.Key.Sub {
 			s.active = pt
 		}
+	}
+	if old := p.days[sd]; old != nil {
+		// Not expected (callers load what Lookup did not find), but a
+		// state replaced must not stay held, or evict would drop s.
+		old.held = false
 	}
 	p.days[sd] = s
 	p.queueIdle(s) // a series-day loaded and never written can go

@@ -8,3 +8,5 @@ const pebbleOffHeap = false
 
 // MallocArenas is 0: without cgo no C allocator is used.
 func MallocArenas() int { return 0 }
+
+func arenaCapKnown() bool { return false }

@@ -1,5 +1,7 @@
 package rollupfeed
 
+import "time"
+
 // queue is a 4-ary min-heap of pending devices on their since (or, for
 // the retry queue, their retryAt), each device knowing its index. The keys
 // are held in the heap itself, so that ordering it reads no device. A
@@ -9,6 +11,12 @@ package rollupfeed
 type queue struct {
 	es      []entry
 	byRetry bool
+	// epoch is the first time keyed: keys are ns since it by Time.Sub,
+	// which, like the Before and After that decide what is due, reads the
+	// monotonic clock when both times carry it, so that a step of the wall
+	// clock (NTP, a resumed VM) cannot order the queue otherwise.
+	epoch    time.Time
+	hasEpoch bool
 }
 
 // arity is the heap's children per node: four halve a binary heap's depth,
@@ -17,7 +25,7 @@ type queue struct {
 const arity = 4
 
 type entry struct {
-	key int64 // ns since the epoch
+	key int64 // ns since queue.epoch
 	d   *pendingDevice
 }
 
@@ -27,10 +35,14 @@ func (q *queue) len() int { return len(q.es) }
 func (q *queue) first() *pendingDevice { return q.es[0].d }
 
 func (q *queue) keyOf(d *pendingDevice) int64 {
+	t := d.since
 	if q.byRetry {
-		return d.retryAt.UnixNano()
+		t = d.retryAt
 	}
-	return d.since.UnixNano()
+	if !q.hasEpoch {
+		q.epoch, q.hasEpoch = t, true
+	}
+	return int64(t.Sub(q.epoch))
 }
 
 func (q *queue) swap(i, j int) {

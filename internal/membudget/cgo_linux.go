@@ -1,4 +1,4 @@
-//go:build cgo
+//go:build cgo && linux
 
 package membudget
 
@@ -20,6 +20,14 @@ __attribute__((constructor)) static void sluice_limit_arenas(void) {
 }
 
 static int sluice_arenas_set(void) { return sluice_arenas; }
+
+static int sluice_arena_max_known(void) {
+#ifdef M_ARENA_MAX
+	return 1;
+#else
+	return 0;
+#endif
+}
 */
 import "C"
 
@@ -38,3 +46,7 @@ const pebbleOffHeap = true
 // memtables hold (docs/benchmarks.md, item 20). Two arenas kept the fleet
 // benchmark's peak RSS 40-90 MiB lower, at the same CPU.
 func MallocArenas() int { return int(C.sluice_arenas_set()) }
+
+// arenaCapKnown reports whether the C library has the arena setting
+// (glibc does; musl has none).
+func arenaCapKnown() bool { return C.sluice_arena_max_known() == 1 }
