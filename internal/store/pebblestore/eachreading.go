@@ -33,30 +33,19 @@ func (r *Reads) EachReading(ctx context.Context, pk model.PartitionKey, rng stor
 	if bytes.Compare(lower, upper) >= 0 {
 		return true, nil
 	}
-	there, at := positioned(r.rows, r.rowsPast, lower)
-	past := r.rowsPast[:0]
-	it, release, err := r.iter(ctx, lower, upper)
-	if err != nil {
-		return false, err
-	}
-	var ok bool
-	if there {
-		ok = at && bytes.Compare(r.rows.Key(), upper) < 0
-	} else {
-		ok = it.First()
-	}
+	it, m := r.span(lower, upper)
+	ok := it.seek(m, lower)
+	m.forget()
 	var row model.ReadingRow
 	n := 0
 	for ; ok; ok = it.Next() {
 		if n++; n%1024 == 0 { // a run may hold a day of a device's readings
 			if err := ctx.Err(); err != nil {
-				_ = release()
 				return false, err
 			}
 		}
 		k := it.Key()[len(prefix):]
 		if len(k) != 8 {
-			_ = release()
 			if len(k) < 8 {
 				return false, fmt.Errorf("each reading of %v: short key: %w", pk, errCorrupt)
 			}
@@ -70,14 +59,12 @@ func (r *Reads) EachReading(ctx context.Context, pk model.PartitionKey, rng stor
 			return fn(name, &row)
 		})
 		if err != nil {
-			_ = release()
 			return false, fmt.Errorf("each reading of %v: %w", pk, err)
 		}
 	}
-	if err := release(); err != nil {
+	if err := it.Error(); err != nil {
 		return false, fmt.Errorf("each reading of %v: %w", pk, err)
 	}
-	// Read to the first key at or after upper.
-	r.rowsPast = append(past, upper...)
+	m.set(upper) // read to the first key at or after upper
 	return true, nil
 }

@@ -94,14 +94,7 @@ func prefixEndInPlace(prefix []byte) []byte {
 
 // prefixEnd returns the smallest key greater than every key with the prefix.
 func prefixEnd(prefix []byte) []byte {
-	end := append([]byte(nil), prefix...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] != 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
+	return prefixEndInPlace(append([]byte(nil), prefix...))
 }
 
 var errCorrupt = errors.New("corrupt value")

@@ -223,8 +223,7 @@ func catalogues(ctx context.Context, src iterSource, sds []model.SeriesDay) ([][
 	if err != nil {
 		return nil, fmt.Errorf("read catalogues of %d series-days: %w", len(sds), err)
 	}
-	var prev []byte
-	at := false // where the last read left the iterator, when prev is set
+	var m mark // where the last read left the iterator
 	for n, i := range order {
 		if n%256 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -232,24 +231,13 @@ func catalogues(ctx context.Context, src iterSource, sds []model.SeriesDay) ([][
 				return nil, err
 			}
 		}
-		p := prefixes[i]
-		var ok bool
-		if prev != nil && !bytes.HasPrefix(p, prev) && (!at || bytes.Compare(it.Key(), p) >= 0) {
-			// The iterator stands past the last catalogue read, at the
-			// first key after it (or past the bounds: none is left), and
-			// that key is at or after p: no key lies between, so it is
-			// the first at or after p, and a seek would find it again.
-			// With many new devices a round, most of their catalogues are
-			// absent and found so without a seek.
-			ok = at
-		} else {
-			ok = it.SeekGE(p)
-		}
-		if out[i], at, err = readCatalogue(out[i], it, ok, p, sds[i]); err != nil {
+		ok := it.seek(&m, prefixes[i])
+		m.forget()
+		if out[i], err = readCatalogue(out[i], it, ok, prefixes[i], sds[i]); err != nil {
 			_ = release()
 			return nil, err
 		}
-		prev = p
+		m.setPastPrefix(prefixes[i])
 	}
 	if err := release(); err != nil {
 		return nil, fmt.Errorf("read catalogues of %d series-days: %w", len(sds), err)
@@ -259,9 +247,8 @@ func catalogues(ctx context.Context, src iterSource, sds []model.SeriesDay) ([][
 
 // readCatalogue appends to out the catalogue entries of sd, whose keys
 // start with p, from it positioned at the first key at or after p (ok
-// false: there is none in its bounds). It returns whether it then stands
-// at a key (the first after those entries) or past its bounds.
-func readCatalogue(out []model.PartitionInfo, it *span, ok bool, p []byte, sd model.SeriesDay) ([]model.PartitionInfo, bool, error) {
+// false: there is none in its bounds), and leaves it past them.
+func readCatalogue(out []model.PartitionInfo, it *span, ok bool, p []byte, sd model.SeriesDay) ([]model.PartitionInfo, error) {
 	for ; ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
 		k := it.Key()
 		if len(k) != len(p)+4 {
@@ -269,16 +256,16 @@ func readCatalogue(out []model.PartitionInfo, it *span, ok bool, p []byte, sd mo
 		}
 		pi := model.PartitionInfo{Key: sd.Partition(binary.BigEndian.Uint32(k[len(p):]))}
 		if err := decodeInfo(it.Value(), &pi); err != nil {
-			return nil, false, fmt.Errorf("read catalogue entry %v: %w", pi.Key, err)
+			return nil, fmt.Errorf("read catalogue entry %v: %w", pi.Key, err)
 		}
 		out = append(out, pi)
 	}
 	// The next SeekGE clears the iterator's error: check it before, or a
 	// read that failed midway would return a catalogue cut short.
 	if err := it.Error(); err != nil {
-		return nil, false, fmt.Errorf("read catalogue of %v: %w", sd, err)
+		return nil, fmt.Errorf("read catalogue of %v: %w", sd, err)
 	}
-	return out, ok, nil
+	return out, nil
 }
 
 // sortedKeys builds n keys with appendKey into one shared buffer and

@@ -58,6 +58,48 @@ func (s *span) Error() error { return s.it.Error() }
 
 func (s *span) inside() bool { return s.upper == nil || bytes.Compare(s.it.Key(), s.upper) < 0 }
 
+// mark records where a span's iterator stands after a read that ran to
+// its end: at the first key at or after past.
+type mark struct {
+	past  []byte
+	known bool
+}
+
+func (m *mark) forget() { m.known = false }
+
+// set records that the iterator stands at the first key at or after k.
+func (m *mark) set(k []byte) { m.past, m.known = append(m.past[:0], k...), true }
+
+// setPastPrefix records that the iterator stands past every key with
+// prefix p.
+func (m *mark) setPastPrefix(p []byte) {
+	m.past = prefixEndInPlace(append(m.past[:0], p...))
+	m.known = m.past != nil
+}
+
+// seek is SeekGE(k), except that it does not move the iterator when m
+// says it already stands where the seek would take it: when k is at or
+// after m's key, and the iterator's key is at or after k (or no key is
+// left), no key lies between. Reads made in key order then find the next
+// one's first key without a seek through every level of the store (a
+// roll's devices are sorted, and often neighbours; most of a round's new
+// devices have no catalogue).
+func (s *span) seek(m *mark, k []byte) bool {
+	if s.lower != nil && bytes.Compare(k, s.lower) < 0 {
+		k = s.lower
+	}
+	if m.known && bytes.Compare(k, m.past) >= 0 {
+		if !s.it.Valid() {
+			if s.it.Error() == nil {
+				return false
+			}
+		} else if bytes.Compare(s.it.Key(), k) >= 0 {
+			return s.inside()
+		}
+	}
+	return s.SeekGE(k)
+}
+
 func (s *Store) iter(ctx context.Context, lower, upper []byte) (*span, func() error, error) {
 	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
@@ -74,7 +116,7 @@ func (s *Store) iter(ctx context.Context, lower, upper []byte) (*span, func() er
 // ranges; on iterators of their own each keeps the tables and blocks it
 // has open, and reads made in key order (the recomputes sort their
 // devices) mostly find the next one's there, or stand at it already
-// (positioned). It sees the store as it was
+// (span.seek). It sees the store as it was
 // when NewReads returned. It is not safe for concurrent use, and one read
 // must end before the next begins (they share one span); Close it once.
 type Reads struct {
@@ -82,27 +124,9 @@ type Reads struct {
 	sp           span
 	lower, upper []byte // EachReading's bounds
 	catKey       []byte // Catalogue's prefix
-	// After a Catalogue or an EachReading read to its end, the iterator
-	// stands at the first key at or after catPast (rowsPast): a read in
-	// key order whose first key is already there needs no seek (a roll's
-	// devices are sorted, and often neighbours in the store). Any other
-	// read through the iterator clears it (nil).
-	catPast, rowsPast []byte
-}
-
-// positioned reports whether it, which stands at the first key at or
-// after past (nil: unknown), stands at the first key at or after k too,
-// and if so whether it is at a key: when k is at or after past and the
-// iterator's key is at or after k, no key lies between, so a seek to k
-// would find the same key.
-func positioned(it *pebble.Iterator, past, k []byte) (ok, at bool) {
-	if past == nil || bytes.Compare(k, past) < 0 {
-		return false, false
-	}
-	if !it.Valid() {
-		return it.Error() == nil, false
-	}
-	return bytes.Compare(it.Key(), k) >= 0, true
+	// Where the iterators stand after a Catalogue or an EachReading read
+	// to its end (span.seek); any other read through them forgets it.
+	catMark, rowsMark mark
 }
 
 // NewReads opens a read session.
@@ -130,15 +154,20 @@ func (r *Reads) Close() error {
 }
 
 func (r *Reads) iter(_ context.Context, lower, upper []byte) (*span, func() error, error) {
-	it := r.rows
+	sp, m := r.span(lower, upper)
+	m.forget()
+	return sp, sp.it.Error, nil
+}
+
+// span returns the session's span over [lower, upper), on the catalogue or
+// the rows iterator, and where that iterator stands.
+func (r *Reads) span(lower, upper []byte) (*span, *mark) {
+	it, m := r.rows, &r.rowsMark
 	if len(lower) > 0 && lower[0] == tabCatalogue {
-		it = r.cat
-		r.catPast = nil
-	} else {
-		r.rowsPast = nil
+		it, m = r.cat, &r.catMark
 	}
 	r.sp = span{it: it, lower: lower, upper: upper}
-	return &r.sp, it.Error, nil
+	return &r.sp, m
 }
 
 // Catalogue returns every partition of one series-day, ordered by
@@ -148,24 +177,14 @@ func (r *Reads) iter(_ context.Context, lower, upper []byte) (*span, func() erro
 // allocate (a recompute reads one catalogue per device-minute).
 func (r *Reads) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.PartitionInfo, error) {
 	r.catKey = seriesDayCataloguePrefix(r.catKey[:0], sd)
-	there, at := positioned(r.cat, r.catPast, r.catKey)
-	past := r.catPast[:0]
-	it, release, err := r.iter(ctx, r.catKey, nil)
-	if err != nil {
-		return nil, fmt.Errorf("read catalogue of %v: %w", sd, err)
-	}
-	if !there {
-		at = it.SeekGE(r.catKey)
-	}
-	out, _, err := readCatalogue(nil, it, at, r.catKey, sd)
-	if rerr := release(); err == nil && rerr != nil {
-		err = fmt.Errorf("read catalogue of %v: %w", sd, rerr)
-	}
+	it, m := r.span(r.catKey, nil)
+	ok := it.seek(m, r.catKey)
+	m.forget()
+	out, err := readCatalogue(nil, it, ok, r.catKey, sd)
 	if err != nil {
 		return nil, err
 	}
-	// Read to the first key without the prefix: at or after its end.
-	r.catPast = prefixEndInPlace(append(past, r.catKey...))
+	m.setPastPrefix(r.catKey)
 	return out, nil
 }
 
