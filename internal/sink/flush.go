@@ -225,8 +225,11 @@ func (s *Sink) plan(group []*pending) {
 	parts := s.writes(bt, all)
 	entries := s.planner.TakeEntries(s.entries[:0])
 	defer func() {
-		clear(entries) // submit copied them into bt
+		// Kept for the next round, emptied: submit copied what it needs
+		// into bt, and no partition or entry is held past the round.
+		clear(entries)
 		s.entries = entries[:0]
+		clear(parts)
 	}()
 	s.m.entries.WithLabelValues("placed").Add(float64(len(entries)))
 	for _, e := range entries {
@@ -250,15 +253,14 @@ type placed struct {
 
 // writes fills bt's partition writes with the rows of all, grouped by
 // partition in order of first appearance, and returns each partition's
-// index in bt.b.Partitions, in a map the next round reuses. Every
-// partition's rows are counted first, so that all readings of the batch
-// share one allocation.
+// index in bt.b.Partitions, in the flusher's map, which plan empties at
+// the end of the round. Every partition's rows are counted first, so that
+// all readings of the batch share one allocation.
 func (s *Sink) writes(bt *batch, all []placed) map[*buckets.Partition]int {
 	if s.partIdx == nil {
 		s.partIdx = make(map[*buckets.Partition]int, min(len(all), 1024))
 	}
 	parts := s.partIdx
-	clear(parts)
 	at := slices.Grow(s.rowPart[:0], len(all))[:len(all)] // partition index of each placed row
 	s.rowPart = at
 	var order []*buckets.Partition
