@@ -8,6 +8,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/sluicehq/sluice/internal/model"
@@ -164,6 +165,35 @@ type AuditLeaf struct {
 	EventID string
 	Hash    [32]byte
 }
+
+// AuditLeafWriter stores the leaves of one stream-day, one chunk at a
+// time in chunk order. Commit makes what was put durable at the latest
+// when a later PutAuditSeal returns; Abort gives up what was put and not
+// committed, and does nothing after Commit. A writer must be committed or
+// aborted. Whether a chunk can be read before Commit is the backend's
+// affair: a seal reads its leaves only after it committed them.
+type AuditLeafWriter interface {
+	Put(ctx context.Context, chunk uint32, leaves []AuditLeaf) error
+	Commit(ctx context.Context) error
+	Abort()
+}
+
+// ChunkLeafWriter is the AuditLeafWriter of a backend that stores each
+// chunk when it is put, with the function itself: Commit has nothing left
+// to do, and chunks put before an Abort stay, to be written again by the
+// next seal of the day.
+type ChunkLeafWriter func(ctx context.Context, chunk uint32, leaves []AuditLeaf) error
+
+// Put stores one chunk.
+func (w ChunkLeafWriter) Put(ctx context.Context, chunk uint32, leaves []AuditLeaf) error {
+	return w(ctx, chunk, leaves)
+}
+
+// Commit does nothing: every chunk was stored when it was put.
+func (ChunkLeafWriter) Commit(ctx context.Context) error { return ctx.Err() }
+
+// Abort does nothing.
+func (ChunkLeafWriter) Abort() {}
 
 // SeriesRef names one series of a tenant.
 type SeriesRef struct {

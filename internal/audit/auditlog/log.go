@@ -43,9 +43,9 @@ type Store interface {
 	// PutAuditSeal stores a seal durably; unless replace, only if the
 	// stream-day has none (it then returns false).
 	PutAuditSeal(ctx context.Context, s store.AuditSeal, replace bool) (bool, error)
-	// PutAuditLeaves stores one chunk of a stream-day's leaves, durably at
-	// the latest when a later PutAuditSeal returns.
-	PutAuditLeaves(ctx context.Context, tenant, stream string, d model.Day, chunk uint32, leaves []store.AuditLeaf) error
+	// AuditLeafWriter returns a writer of a stream-day's leaves: a chunk
+	// written again replaces the one stored.
+	AuditLeafWriter(ctx context.Context, tenant, stream string, d model.Day) (store.AuditLeafWriter, error)
 	// AuditLeaves calls fn with the stored leaves of a stream-day in order.
 	AuditLeaves(ctx context.Context, tenant, stream string, d model.Day, fn func(store.AuditLeaf) error) error
 	// AuditStreams lists the streams with audit partitions on a day.
@@ -164,13 +164,18 @@ func (l *Log) Seal(ctx context.Context, tenant, stream string, d model.Day) (*Da
 		rows += max(pi.Rows, 0)
 	}
 	leaves := make([]tree.Hash, 0, min(rows, maxPresizedLeaves))
+	lw, err := l.st.AuditLeafWriter(ctx, tenant, stream, d)
+	if err != nil {
+		return nil, fmt.Errorf("seal %s/%s/%s: %w", tenant, stream, d, err)
+	}
+	defer lw.Abort()
 	chunk := make([]store.AuditLeaf, 0, leavesPerChunk)
 	var chunkNo uint32
 	flush := func() error {
 		if len(chunk) == 0 {
 			return nil
 		}
-		if err := l.st.PutAuditLeaves(ctx, tenant, stream, d, chunkNo, chunk); err != nil {
+		if err := lw.Put(ctx, chunkNo, chunk); err != nil {
 			return err
 		}
 		chunkNo++
@@ -196,6 +201,9 @@ func (l *Log) Seal(ctx context.Context, tenant, stream string, d model.Day) (*Da
 	})
 	if err == nil {
 		err = flush()
+	}
+	if err == nil && len(leaves) > 0 {
+		err = lw.Commit(ctx)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("seal %s/%s/%s: %w", tenant, stream, d, err)

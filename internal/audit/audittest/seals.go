@@ -114,7 +114,15 @@ func SealTamper(t *testing.T, open Opener, tam func(Store) Tamperer) {
 			leaves = append(leaves, store.AuditLeaf{TS: e.TS, EventID: e.EventID, Hash: LeafHash(Canonical(e))})
 		}
 		leaves[4].Hash[0] ^= 1
-		if err := st.PutAuditLeaves(ctx, tenant, stream, d, 0, leaves); err != nil {
+		// Written again over the sealed day's leaves, as a seal writes them.
+		lw, err := st.AuditLeafWriter(ctx, tenant, stream, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lw.Put(ctx, 0, leaves); err != nil {
+			t.Fatal(err)
+		}
+		if err := lw.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if p := firstProblem(t, l, nil); p.Kind != auditlog.KindIndex || p.Day != d.String() {

@@ -447,17 +447,6 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// plainASCII reports whether s is printable ASCII without '"' or '\\':
-// bytes appendString copies as they are.
-func plainASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
-}
-
 // AppendNumber appends f in the ECMAScript Number.prototype.toString form
 // RFC 8785 §3.2.2.3 requires: the shortest digits that round-trip, plain
 // notation for 1e-6 <= |f| < 1e21, else d.ddde±x; -0 is 0. f must be

@@ -142,6 +142,9 @@ func (c *checker) str() ([]byte, bool) {
 	c.pos++ // the opening quote
 	start := c.pos
 	for c.pos < len(c.in) {
+		if c.pos += plainLen(c.in[c.pos:]); c.pos == len(c.in) {
+			break
+		}
 		ch := c.in[c.pos]
 		switch {
 		case ch == '"':

@@ -88,6 +88,14 @@ func (s *Store) PutAuditLeaves(ctx context.Context, tenant, stream string, d mod
 	return nil
 }
 
+// AuditLeafWriter returns a writer that stores each chunk of a stream-day's
+// leaves as it is put (PutAuditLeaves).
+func (s *Store) AuditLeafWriter(_ context.Context, tenant, stream string, d model.Day) (store.AuditLeafWriter, error) {
+	return store.ChunkLeafWriter(func(ctx context.Context, chunk uint32, leaves []store.AuditLeaf) error {
+		return s.PutAuditLeaves(ctx, tenant, stream, d, chunk, leaves)
+	}), nil
+}
+
 // AuditLeaves calls fn with the stored leaves of a stream-day in order:
 // bucket after bucket until one is empty (a seal writes its chunks in
 // order, so its buckets follow each other), or, for a day sealed before

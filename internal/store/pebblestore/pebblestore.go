@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -37,11 +38,14 @@ type Options struct {
 // Store is an open embedded store. Its methods are safe for concurrent use.
 type Store struct {
 	db     *pebble.DB
+	po     *pebble.Options // what db was opened with: its tables' format
 	dir    string
 	logger *slog.Logger
 	wo     *pebble.WriteOptions
 	ver    versions
 	sealMu sync.Mutex // serialises PutAuditSeal's check and write
+	// leafFiles numbers the files that seals write their leaves to.
+	leafFiles atomic.Uint64
 }
 
 // Version returns the version of the next batch (sink.Versioner): catalogue
@@ -57,15 +61,21 @@ func OptionsFor(p membudget.Plan) Options {
 
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
-	db, err := OpenDB(dir, opts, logger)
+	db, po, err := openDB(dir, opts, logger)
 	if err != nil {
+		return nil, fmt.Errorf("open embedded store %q: %w", dir, err)
+	}
+	// A seal's leaves written before a crash were never ingested: the next
+	// seal of the day writes them again.
+	if err := resetLeavesDir(dir); err != nil {
+		_ = db.Close()
 		return nil, fmt.Errorf("open embedded store %q: %w", dir, err)
 	}
 	wo := pebble.Sync
 	if opts.NoSync {
 		wo = pebble.NoSync
 	}
-	return &Store{db: db, dir: dir, logger: logger, wo: wo}, nil
+	return &Store{db: db, po: po, dir: dir, logger: logger, wo: wo}, nil
 }
 
 // OpenDB opens the Pebble database in dir with the store's settings (block
@@ -73,6 +83,13 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
 // the benchmarks' raw-store limits write to, so that they are measured on
 // the same settings.
 func OpenDB(dir string, opts Options, logger *slog.Logger) (*pebble.DB, error) {
+	db, _, err := openDB(dir, opts, logger)
+	return db, err
+}
+
+// openDB opens the Pebble database in dir and returns it with the options
+// it was opened with.
+func openDB(dir string, opts Options, logger *slog.Logger) (*pebble.DB, *pebble.Options, error) {
 	cacheBytes, memTable, memTables := opts.CacheBytes, opts.MemTableBytes, opts.MemTables
 	if cacheBytes <= 0 {
 		cacheBytes = 64 << 20
@@ -96,7 +113,14 @@ func OpenDB(dir string, opts Options, logger *slog.Logger) (*pebble.DB, error) {
 	for i := range po.Levels {
 		po.Levels[i].IndexBlockSize = indexBlockSize
 	}
-	return pebble.Open(dir, po)
+	// Defaulted here, not only in the copy Open makes: the leaf tables a
+	// seal writes take their format from po.
+	po.EnsureDefaults()
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, po, nil
 }
 
 // indexBlockSize is the size a table's index may reach before Pebble
