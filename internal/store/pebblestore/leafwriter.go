@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
@@ -87,7 +88,7 @@ func (t *leafTable) Put(ctx context.Context, chunk uint32, leaves []store.AuditL
 		return err
 	}
 	t.key = binary.BigEndian.AppendUint32(t.key[:t.n], chunk)
-	t.val = store.AppendAuditLeaves(t.val[:0], leaves)
+	t.val = store.AppendAuditLeaves(slices.Grow(t.val[:0], store.AuditLeavesSize(leaves)), leaves)
 	if err := t.w.Set(t.key, t.val); err != nil {
 		return fmt.Errorf("store leaves of %s, chunk %d: %w", t.name, chunk, err)
 	}
