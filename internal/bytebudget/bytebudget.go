@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/semaphore"
 )
 
 // ErrBusy is returned when a charge could not be had within the wait.
@@ -23,7 +22,7 @@ var ErrBusy = errors.New("byte budget exhausted")
 type Budget struct {
 	size int64
 	wait time.Duration
-	sem  *semaphore.Weighted
+	pool *pool
 	m    *metrics
 }
 
@@ -45,7 +44,7 @@ func New(size int64, wait time.Duration, m Metrics) *Budget {
 	if m.Busy == nil {
 		m.Busy = prometheus.NewCounter(prometheus.CounterOpts{Name: "unregistered"})
 	}
-	return &Budget{size: size, wait: wait, sem: semaphore.NewWeighted(size), m: &metrics{inflight: m.Inflight, busy: m.Busy}}
+	return &Budget{size: size, wait: wait, pool: newPool(size), m: &metrics{inflight: m.Inflight, busy: m.Busy}}
 }
 
 // Charge is what one request holds of a budget. It is not safe for
@@ -66,7 +65,8 @@ func (c *Charge) Held() int64 { return c.held }
 // budget's wait for them; a charge that already holds bytes does not wait at
 // all, since two growing charges waiting for each other's bytes would both
 // hold theirs until they time out, and every smaller charge would queue
-// behind them. It fails with ErrBusy, or with ctx's error if ctx ends first;
+// behind them. Instead it takes bytes that are free ahead of the charges
+// waiting for room. It fails with ErrBusy, or with ctx's error if ctx ends first;
 // the charge then holds what it held before. A charge can never hold more
 // than the whole budget: that fails at once with an error saying so.
 func (c *Charge) Grow(ctx context.Context, n int64) error {
@@ -85,13 +85,14 @@ func (c *Charge) Grow(ctx context.Context, n int64) error {
 }
 
 // TryGrow makes the charge hold n more bytes if the budget has them now,
-// and reports whether it did. It never waits, and a refusal is not counted
-// as busy: it is for bytes the caller can do without.
+// and reports whether it did. It never waits, leaves free bytes to the
+// charges waiting for room, and a refusal is not counted as busy: it is for
+// bytes the caller can do without.
 func (c *Charge) TryGrow(n int64) bool {
 	if n <= 0 {
 		return true
 	}
-	if n > c.b.size-c.held || !c.b.sem.TryAcquire(n) {
+	if n > c.b.size-c.held || !c.b.pool.take(n, false) {
 		return false
 	}
 	c.held += n
@@ -106,7 +107,7 @@ func (c *Charge) Shrink(n int64) {
 		return
 	}
 	c.held -= n
-	c.b.sem.Release(n)
+	c.b.pool.release(n)
 	c.b.m.inflight.Sub(float64(n))
 }
 
@@ -118,13 +119,15 @@ func (b *Budget) acquire(ctx context.Context, n int64, wait bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if b.sem.TryAcquire(n) {
+	// A charge that holds bytes takes free ones past the line: it is part
+	// way through a body, and cannot wait.
+	if b.pool.take(n, !wait) {
 		return nil
 	}
 	if wait && b.wait > 0 {
 		wctx, cancel := context.WithTimeout(ctx, b.wait)
 		defer cancel()
-		if b.sem.Acquire(wctx, n) == nil {
+		if b.pool.wait(wctx, n) == nil {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {

@@ -117,3 +117,82 @@ func TestGrowingChargeDoesNotWait(t *testing.T) {
 		t.Fatalf("empty charge after room was given back: %v", err)
 	}
 }
+
+// A charge part way through a body takes free bytes ahead of an empty
+// charge waiting for more than is free; a TryGrow leaves them to it, and
+// the waiter gets its bytes once they are given back.
+func TestGrowingChargeGoesFirst(t *testing.T) {
+	b := New(100, 5*time.Second, Metrics{})
+	ctx := context.Background()
+	a := b.Charge()
+	if err := a.Grow(ctx, 50); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Charge().Grow(ctx, 60) }()
+	for deadline := time.Now().Add(5 * time.Second); b.pool.waiting() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the empty charge never waited")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if a.TryGrow(10) {
+		t.Fatal("TryGrow took bytes ahead of a waiting charge")
+	}
+	if err := a.Grow(ctx, 30); err != nil {
+		t.Fatalf("growing a held charge with 50 bytes free and a charge waiting for 60: %v", err)
+	}
+	if a.Held() != 80 {
+		t.Fatalf("a holds %d, want 80", a.Held())
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the waiter got its bytes while a held 80 of 100: %v", err)
+	default:
+	}
+	a.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("the waiter after a gave back: %v", err)
+	}
+}
+
+// Waiters are served in line, and one that gives up lets those behind it
+// have what it was waiting for.
+func TestWaitersInLine(t *testing.T) {
+	p := newPool(100)
+	if !p.take(90, false) {
+		t.Fatal("take 90 of 100")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	big := make(chan error, 1)
+	go func() { big <- p.wait(ctx, 50) }()
+	for p.waiting() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	small := make(chan error, 1)
+	go func() { small <- p.wait(context.Background(), 10) }()
+	for p.waiting() != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	p.release(20) // 30 free: the first in line needs 50, and holds the line
+	select {
+	case err := <-small:
+		t.Fatalf("the second in line was served before the first: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	cancel()
+	if err := <-big; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the first gave up: %v", err)
+	}
+	select {
+	case err := <-small:
+		if err != nil {
+			t.Fatalf("the second, once the first gave up: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second was not served once the first gave up")
+	}
+	if p.free != 20 {
+		t.Fatalf("%d bytes free, want 20", p.free)
+	}
+}

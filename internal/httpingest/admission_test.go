@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -75,6 +76,9 @@ func TestBodyBudgetBusy(t *testing.T) {
 
 	// The slow client: a gzip stream sent in two halves, without a length.
 	pr, pw := io.Pipe()
+	// Cleanups run last first: should the test stop before the slow body
+	// is finished, its request ends here, before the server waits for it.
+	t.Cleanup(func() { _ = pw.CloseWithError(errors.New("the test stopped")) })
 	slow := make(chan int, 1)
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/readings", pr)
