@@ -130,12 +130,7 @@ func TestGrowingChargeGoesFirst(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- b.Charge().Grow(ctx, 60) }()
-	for deadline := time.Now().Add(5 * time.Second); b.pool.waiting() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the empty charge never waited")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, b.pool, 1)
 	if a.TryGrow(10) {
 		t.Fatal("TryGrow took bytes ahead of a waiting charge")
 	}
@@ -166,14 +161,10 @@ func TestWaitersInLine(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	big := make(chan error, 1)
 	go func() { big <- p.wait(ctx, 50) }()
-	for p.waiting() != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, p, 1)
 	small := make(chan error, 1)
 	go func() { small <- p.wait(context.Background(), 10) }()
-	for p.waiting() != 2 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, p, 2)
 	p.release(20) // 30 free: the first in line needs 50, and holds the line
 	select {
 	case err := <-small:
@@ -194,5 +185,16 @@ func TestWaitersInLine(t *testing.T) {
 	}
 	if p.free != 20 {
 		t.Fatalf("%d bytes free, want 20", p.free)
+	}
+}
+
+// waitFor waits until n charges wait in p's line.
+func waitFor(t *testing.T, p *pool, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); p.waiting() != n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d charges wait, want %d", p.waiting(), n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,6 +67,10 @@ type Log struct {
 	// done is the last day every stream of which is sealed, as far as
 	// this process knows.
 	done model.Day
+	// sealing serialises this process's seals (the sealer's rounds and
+	// retention's seal before a drop): a second seal of a day then finds
+	// the first one's record instead of writing the day's leaves again.
+	sealing sync.Mutex
 }
 
 // New returns a Log. keys may be nil for a Log that only verifies (its
@@ -127,6 +132,8 @@ var ErrLaterSealed = errors.New("a later day of the stream is already sealed")
 // Seal seals one stream-day and returns its record, or nil when the day
 // has no events. Sealing a sealed day returns the stored record.
 func (l *Log) Seal(ctx context.Context, tenant, stream string, d model.Day) (*DayRecord, error) {
+	l.sealing.Lock()
+	defer l.sealing.Unlock()
 	start := time.Now()
 	recs, err := l.Records(ctx, tenant, stream)
 	if err != nil {

@@ -86,22 +86,6 @@ func (s *Store) PutAuditSeal(ctx context.Context, seal store.AuditSeal, replace 
 	return true, nil
 }
 
-// PutAuditLeaves stores chunk number chunk of a stream-day's leaves;
-// writing a chunk again replaces it. The write is not synced on its own:
-// the write-ahead log is sequential, so the synced PutAuditSeal that
-// follows the leaves of a day makes them durable with it, and a crash
-// before it leaves chunks that the next seal writes again.
-func (s *Store) PutAuditLeaves(ctx context.Context, tenant, stream string, d model.Day, chunk uint32, leaves []store.AuditLeaf) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	key := binary.BigEndian.AppendUint32(leavesPrefix(nil, tenant, stream, d), chunk)
-	if err := s.db.Set(key, store.AppendAuditLeaves(make([]byte, 0, store.AuditLeavesSize(leaves)), leaves), pebble.NoSync); err != nil {
-		return fmt.Errorf("store leaves of %s/%s/%s: %w", tenant, stream, d, err)
-	}
-	return nil
-}
-
 // AuditLeaves calls fn with each stored leaf of a stream-day, in chunk
 // order.
 func (s *Store) AuditLeaves(ctx context.Context, tenant, stream string, d model.Day, fn func(store.AuditLeaf) error) error {

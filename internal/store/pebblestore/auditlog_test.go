@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/audit/auditlog"
@@ -149,5 +150,39 @@ func TestAuditLogPagedAndStreamed(t *testing.T) {
 		if err != nil || !rep.OK {
 			t.Fatalf("%s: verify through the other reader: %v %+v", tc.stream, err, rep)
 		}
+	}
+}
+
+// Two seals of one day at once in one process (the sealer's round and
+// retention's seal before a drop) write the day's leaves once: the second
+// finds the first one's record.
+func TestAuditSealsOfOneDaySerialised(t *testing.T) {
+	ctx := context.Background()
+	st := openAuditStore(t)
+	keys, _ := audittest.NewKeys(t, "audit.example.com")
+	l := audittest.NewLog(st, keys, audittest.Now())
+	d := audittest.Base
+	audittest.Write(ctx, t, st, "acme", audittest.Events(rand.New(rand.NewPCG(5, 6)), "ops", d, 3000, "ops"))
+	recs := make(chan *auditlog.DayRecord, 2)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			<-start
+			rec, err := l.Seal(ctx, "acme", "ops", d)
+			if err != nil {
+				t.Error(err)
+			}
+			recs <- rec
+		})
+	}
+	close(start)
+	wg.Wait()
+	a, b := <-recs, <-recs
+	if a == nil || b == nil || a.Checkpoint != b.Checkpoint {
+		t.Fatalf("the two seals returned different records: %+v, %+v", a, b)
+	}
+	if n := st.db.Metrics().Ingest.Count; n != 1 {
+		t.Fatalf("the day's leaves were written %d times, want once", n)
 	}
 }

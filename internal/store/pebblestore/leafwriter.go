@@ -6,11 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -23,14 +22,15 @@ import (
 // stream-day's leaves as a table before the database ingests it.
 const leavesDir = "audit-leaves.tmp"
 
-// resetLeavesDir empties the leaves directory of the store in dir: a
-// table found there at open was never ingested.
-func resetLeavesDir(dir string) error {
-	p := filepath.Join(dir, leavesDir)
-	if err := os.RemoveAll(p); err != nil {
+// resetLeavesDir empties the leaves directory of the store in dir, whose
+// database is open (and locked) with po: a table found there was never
+// ingested.
+func resetLeavesDir(dir string, po *pebble.Options) error {
+	p := po.FS.PathJoin(dir, leavesDir)
+	if err := po.FS.RemoveAll(p); err != nil {
 		return fmt.Errorf("empty %s: %w", p, err)
 	}
-	if err := os.Mkdir(p, 0o755); err != nil {
+	if err := po.FS.MkdirAll(p, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", p, err)
 	}
 	return nil
@@ -45,31 +45,16 @@ func (s *Store) AuditLeafWriter(ctx context.Context, tenant, stream string, d mo
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(s.dir, leavesDir, strconv.FormatUint(s.leafFiles.Add(1), 10)+".sst")
-	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return nil, fmt.Errorf("store leaves of %s/%s/%s: %w", tenant, stream, d, err)
-	}
 	prefix := leavesPrefix(nil, tenant, stream, d)
-	wo := s.po.MakeWriterOptions(0, s.db.TableFormat())
-	// Leaves are mostly hashes, which do not compress: trying costs the
-	// seal a tenth of its CPU and would save little space.
-	wo.Compression = sstable.NoCompression
-	return &leafTable{
-		s:    s,
-		path: path,
-		name: tenant + "/" + stream + "/" + d.String(),
-		w:    sstable.NewWriter(objstorageprovider.NewFileWritable(f), wo),
-		key:  prefix,
-		n:    len(prefix),
-	}, nil
+	return &leafTable{s: s, name: tenant + "/" + stream + "/" + d.String(), key: prefix, n: len(prefix)}, nil
 }
 
 // leafTable is a stream-day's leaves being written as a table to ingest.
+// Its file is created with the first chunk.
 type leafTable struct {
 	s      *Store
-	path   string
 	name   string // tenant/stream/day, for errors
+	path   string // the table's file, once created
 	w      *sstable.Writer
 	key    []byte // the leaves' prefix, then the last chunk's number
 	n      int    // length of the prefix
@@ -80,6 +65,22 @@ type leafTable struct {
 
 var errLeavesDone = errors.New("leaf writer already committed or aborted")
 
+// open creates the table's file.
+func (t *leafTable) open() error {
+	files := t.s.po.FS
+	t.path = files.PathJoin(t.s.dir, leavesDir, strconv.FormatUint(t.s.leafFiles.Add(1), 10)+".sst")
+	f, err := files.Create(t.path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("create the leaves table of %s: %w", t.name, err)
+	}
+	wo := t.s.po.MakeWriterOptions(0, t.s.db.TableFormat())
+	// Over half of a leaf is its hash, which does not compress: Snappy
+	// cost the seal a tenth of its CPU for little space.
+	wo.Compression = sstable.NoCompression
+	t.w = sstable.NewWriter(objstorageprovider.NewFileWritable(f), wo)
+	return nil
+}
+
 func (t *leafTable) Put(ctx context.Context, chunk uint32, leaves []store.AuditLeaf) error {
 	if t.done {
 		return fmt.Errorf("store leaves of %s: %w", t.name, errLeavesDone)
@@ -87,48 +88,58 @@ func (t *leafTable) Put(ctx context.Context, chunk uint32, leaves []store.AuditL
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if t.w == nil {
+		if err := t.open(); err != nil {
+			return err
+		}
+	}
 	t.key = binary.BigEndian.AppendUint32(t.key[:t.n], chunk)
 	t.val = store.AppendAuditLeaves(slices.Grow(t.val[:0], store.AuditLeavesSize(leaves)), leaves)
 	if err := t.w.Set(t.key, t.val); err != nil {
-		return fmt.Errorf("store leaves of %s, chunk %d: %w", t.name, chunk, err)
+		return fmt.Errorf("write leaves of %s, chunk %d: %w", t.name, chunk, err)
 	}
 	t.chunks++
 	return nil
 }
 
 // Commit finishes the table (synced) and ingests it; the database then
-// removes the file from the leaves directory. With no chunk put it
-// ingests nothing.
+// removes the file from the leaves directory. With no chunk put there is
+// no table, and nothing to do.
 func (t *leafTable) Commit(ctx context.Context) error {
 	if t.done {
 		return fmt.Errorf("store leaves of %s: %w", t.name, errLeavesDone)
 	}
 	t.done = true
-	err := t.w.Close()
-	if err == nil && t.chunks > 0 {
-		err = t.s.db.Ingest(ctx, []string{t.path})
-		if err == nil {
-			return nil
-		}
+	if t.w == nil {
+		return ctx.Err()
 	}
-	t.remove()
-	if err != nil {
-		return fmt.Errorf("store leaves of %s: %w", t.name, err)
+	if err := t.w.Close(); err != nil {
+		t.remove()
+		return fmt.Errorf("finish the leaves table of %s: %w", t.name, err)
+	}
+	if err := t.s.db.Ingest(ctx, []string{t.path}); err != nil {
+		t.remove()
+		return fmt.Errorf("ingest the leaves table of %s: %w", t.name, err)
 	}
 	return nil
 }
 
+// Abort drops the table. Its writer is closed, which finishes the file,
+// before the file is removed: an abort comes only with a failed seal.
 func (t *leafTable) Abort() {
 	if t.done {
 		return
 	}
 	t.done = true
+	if t.w == nil {
+		return
+	}
 	_ = t.w.Close()
 	t.remove()
 }
 
 func (t *leafTable) remove() {
-	if err := os.Remove(t.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := t.s.po.FS.Remove(t.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		t.s.logger.Warn("could not remove an audit leaves table that was not ingested", "path", t.path, "err", err)
 	}
 }

@@ -172,6 +172,9 @@ func TestLeafWriterAbort(t *testing.T) {
 	if c := s.db.Metrics().Ingest.Count; c != 0 {
 		t.Fatalf("%d ingestions of nothing", c)
 	}
+	if n := leavesDirEntries(t, s.dir); n != 1 {
+		t.Fatalf("%d files in %s, want 1: that of the writer still open (chunk 5)", n, leavesDir)
+	}
 }
 
 // A table a crash left unfinished is removed when the store opens again.
@@ -187,6 +190,9 @@ func TestOpenEmptiesLeavesDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Abort()
+	if err := w.Put(context.Background(), 0, testLeaves(10, 1)); err != nil {
+		t.Fatal(err)
+	}
 	if n := leavesDirEntries(t, dir); n != 1 {
 		t.Fatalf("%d files in %s while a writer is open, want 1", n, leavesDir)
 	}

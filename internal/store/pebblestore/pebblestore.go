@@ -67,7 +67,7 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
 	}
 	// A seal's leaves written before a crash were never ingested: the next
 	// seal of the day writes them again.
-	if err := resetLeavesDir(dir); err != nil {
+	if err := resetLeavesDir(dir, po); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open embedded store %q: %w", dir, err)
 	}
