@@ -77,11 +77,14 @@ func (s *Sink) committer() {
 		s.mu.Unlock()
 		bt.err = err
 		close(bt.done)
-		for _, p := range bt.waiters {
-			s.finish(p, dupResult(p, err))
-		}
+		// The hook hears of the commit before its requests are answered, so
+		// that a write that returned is already in the hook's hands (the
+		// rollups' pending minutes, with their due time from the commit).
 		if hooked {
 			s.hook.AfterCommit(&bt.b, err)
+		}
+		for _, p := range bt.waiters {
+			s.finish(p, dupResult(p, err))
 		}
 	}
 }

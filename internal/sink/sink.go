@@ -277,9 +277,9 @@ type Option func(*Sink)
 // CommitHook is told of every batch around its commit, from the committer
 // goroutine. BeforeCommit runs before the batch is written to the store; an
 // error from it fails the commit (its requests are answered with it and
-// nothing is written). AfterCommit runs once the batch's requests were
-// answered, with the commit's result, for every batch that BeforeCommit
-// accepted. Neither may modify the batch; AfterCommit may keep it, the
+// nothing is written). AfterCommit runs once the commit returned and before
+// the batch's requests are answered, with the commit's result, for every
+// batch that BeforeCommit accepted: it must not block. Neither may modify the batch; AfterCommit may keep it, the
 // sink never touches a committed batch again. Batches of concurrent
 // committers may reach the hook concurrently and out of order. The rollups
 // mark the minutes a batch writes before it is durable and learn after
