@@ -43,54 +43,70 @@ type Rate struct {
 
 type item struct {
 	key model.PartitionKey
-	w   float64 // forward-decayed count, relative to origin
-	i   int     // index in the heap
+	i   int // index in the heap
 }
 
-// minHeap orders the tracked items by count, the smallest at the top. It
-// is typed rather than a container/heap: the flusher fixes it for every
-// partition of every batch, and with more partitions written than tracked
-// each one replaces the top and sinks to the bottom.
-type minHeap []*item
-
-func (h minHeap) swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].i = i; h[j].i = j }
-
-func (h *minHeap) push(it *item) {
-	it.i = len(*h)
-	*h = append(*h, it)
-	h.up(it.i)
+// entry is one slot of the heap: a tracked item and its forward-decayed
+// count, relative to origin, kept in the heap itself so that ordering it
+// reads no item.
+type entry struct {
+	w  float64
+	it *item
 }
 
-// fix restores the order after the count of the item at i grew (counts
-// only grow between rescales, which keep the order).
+// minHeap is a 4-ary heap of the tracked items by count, the smallest at
+// the top. The flusher fixes it for every partition of every batch, and
+// with more partitions written than tracked each one replaces the top and
+// sinks to the bottom: typed (not container/heap), with the counts inline
+// and four children a node (half the levels of a binary heap, whose
+// siblings share a cache line), a sink reads no item and writes each moved
+// one's index once.
+type minHeap []entry
+
+func (h *minHeap) push(it *item, w float64) {
+	*h = append(*h, entry{w: w, it: it})
+	h.up(len(*h) - 1)
+}
+
+// fix restores the order after the count at i grew (counts only grow
+// between rescales, which keep the order).
 func (h minHeap) fix(i int) {
-	n := len(h)
+	e, n := h[i], len(h)
 	for {
-		l := 2*i + 1
-		if l >= n {
-			return
+		first := 4*i + 1
+		if first >= n {
+			break
 		}
-		c := l
-		if r := l + 1; r < n && h[r].w < h[l].w {
-			c = r
+		c := first
+		for k := first + 1; k < min(first+4, n); k++ {
+			if h[k].w < h[c].w {
+				c = k
+			}
 		}
-		if h[c].w >= h[i].w {
-			return
+		if h[c].w >= e.w {
+			break
 		}
-		h.swap(i, c)
+		h[i] = h[c]
+		h[i].it.i = i
 		i = c
 	}
+	h[i] = e
+	e.it.i = i
 }
 
 func (h minHeap) up(i int) {
+	e := h[i]
 	for i > 0 {
-		p := (i - 1) / 2
-		if h[i].w >= h[p].w {
-			return
+		p := (i - 1) / 4
+		if e.w >= h[p].w {
+			break
 		}
-		h.swap(i, p)
+		h[i] = h[p]
+		h[i].it.i = i
 		i = p
 	}
+	h[i] = e
+	e.it.i = i
 }
 
 // Tracker is safe for concurrent use.
@@ -132,8 +148,8 @@ func (t *Tracker) AddEach(now time.Time, n int, each func(i int) (model.Partitio
 	x := now.Sub(t.origin).Seconds() / t.tau
 	if x > rescaleAt {
 		f := math.Exp(-x)
-		for _, it := range t.h {
-			it.w *= f
+		for i := range t.h {
+			t.h[i].w *= f
 		}
 		t.origin, x = now, 0
 	}
@@ -149,19 +165,20 @@ func (t *Tracker) AddEach(now time.Time, n int, each func(i int) (model.Partitio
 // add adds w to pk's count. t.mu is held.
 func (t *Tracker) add(pk model.PartitionKey, w float64) {
 	if it, ok := t.idx[pk]; ok {
-		it.w += w
+		t.h[it.i].w += w
 		t.h.fix(it.i)
 		return
 	}
 	if len(t.h) < t.cap {
-		it := &item{key: pk, w: w}
-		t.h.push(it)
+		it := &item{key: pk}
+		t.h.push(it, w)
 		t.idx[pk] = it
 		return
 	}
-	low := t.h[0]
+	low := t.h[0].it
 	delete(t.idx, low.key)
-	low.key, low.w = pk, low.w+w
+	low.key = pk
+	t.h[0].w += w
 	t.idx[pk] = low
 	t.h.fix(0)
 }
@@ -192,9 +209,9 @@ func (t *Tracker) rates(now time.Time, keep func(model.PartitionKey) bool, n int
 	}
 	f := math.Exp(-now.Sub(t.origin).Seconds()/t.tau) / t.tau
 	out := make([]Rate, 0, min(n, len(t.h)))
-	for _, it := range t.h {
-		if keep == nil || keep(it.key) {
-			out = append(out, Rate{Key: it.key, RowsPerSecond: it.w * f})
+	for _, e := range t.h {
+		if keep == nil || keep(e.it.key) {
+			out = append(out, Rate{Key: e.it.key, RowsPerSecond: e.w * f})
 		}
 	}
 	return out

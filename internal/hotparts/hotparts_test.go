@@ -103,7 +103,9 @@ func TestTopFilter(t *testing.T) {
 // BenchmarkAddEach measures the tracker at a million devices a day: batches
 // of 1,000 partitions, nearly all new, into a tracker of the default 1,000
 // (205 ns a partition with container/heap and a lock each, 176 typed and
-// one lock a batch).
+// one lock a batch; on a later, noisier machine, in alternating runs,
+// 174–263 binary with the counts in the items, 164–188 4-ary with them
+// inline). Hashing the partition keys for the index is most of the rest.
 func BenchmarkAddEach(b *testing.B) {
 	keys := make([]model.PartitionKey, 100_000)
 	for i := range keys {
@@ -129,15 +131,15 @@ func TestHeapOrder(t *testing.T) {
 		tr.AddEach(now, 20, func(i int) (model.PartitionKey, int64) {
 			return key(fmt.Sprint("d", (s*7+i*13)%120)), int64(1 + (s+i)%9)
 		})
-		for i, it := range tr.h {
-			if it.i != i {
-				t.Fatalf("round %d: item at %d knows index %d", s, i, it.i)
+		for i, e := range tr.h {
+			if e.it.i != i {
+				t.Fatalf("round %d: item at %d knows index %d", s, i, e.it.i)
 			}
-			if i > 0 && it.w < tr.h[(i-1)/2].w {
+			if i > 0 && e.w < tr.h[(i-1)/4].w {
 				t.Fatalf("round %d: item at %d below its parent", s, i)
 			}
-			if tr.idx[it.key] != it {
-				t.Fatalf("round %d: item %v not indexed", s, it.key)
+			if tr.idx[e.it.key] != e.it {
+				t.Fatalf("round %d: item %v not indexed", s, e.it.key)
 			}
 		}
 		if len(tr.idx) != len(tr.h) {
