@@ -188,6 +188,13 @@ func TestWaitersInLine(t *testing.T) {
 	}
 }
 
+// waiting returns how many wait in p's line.
+func (p *pool) waiting() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waiters.Len()
+}
+
 // waitFor waits until n charges wait in p's line.
 func waitFor(t *testing.T, p *pool, n int) {
 	t.Helper()

@@ -93,10 +93,3 @@ func (p *pool) grant() {
 		close(w.ready)
 	}
 }
-
-// waiting returns how many wait in line.
-func (p *pool) waiting() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.waiters.Len()
-}

@@ -14,9 +14,9 @@ type queue struct {
 	// epoch is the first time keyed: keys are ns since it by Time.Sub,
 	// which, like the Before and After that decide what is due, reads the
 	// monotonic clock when both times carry it, so that a step of the wall
-	// clock (NTP, a resumed VM) cannot order the queue otherwise.
-	epoch    time.Time
-	hasEpoch bool
+	// clock (NTP, a resumed VM) cannot order the queue otherwise. Zero
+	// until the first key.
+	epoch time.Time
 }
 
 // arity is the heap's children per node: four halve a binary heap's depth,
@@ -39,8 +39,8 @@ func (q *queue) keyOf(d *pendingDevice) int64 {
 	if q.byRetry {
 		t = d.retryAt
 	}
-	if !q.hasEpoch {
-		q.epoch, q.hasEpoch = t, true
+	if q.epoch.IsZero() {
+		q.epoch = t
 	}
 	return int64(t.Sub(q.epoch))
 }

@@ -178,23 +178,6 @@ type AuditLeafWriter interface {
 	Abort()
 }
 
-// ChunkLeafWriter is the AuditLeafWriter of a backend that stores each
-// chunk when it is put, with the function itself: Commit has nothing left
-// to do, and chunks put before an Abort stay, to be written again by the
-// next seal of the day.
-type ChunkLeafWriter func(ctx context.Context, chunk uint32, leaves []AuditLeaf) error
-
-// Put stores one chunk.
-func (w ChunkLeafWriter) Put(ctx context.Context, chunk uint32, leaves []AuditLeaf) error {
-	return w(ctx, chunk, leaves)
-}
-
-// Commit does nothing: every chunk was stored when it was put.
-func (ChunkLeafWriter) Commit(ctx context.Context) error { return ctx.Err() }
-
-// Abort does nothing.
-func (ChunkLeafWriter) Abort() {}
-
 // SeriesRef names one series of a tenant.
 type SeriesRef struct {
 	Tenant string

@@ -91,10 +91,23 @@ func (s *Store) PutAuditLeaves(ctx context.Context, tenant, stream string, d mod
 // AuditLeafWriter returns a writer that stores each chunk of a stream-day's
 // leaves as it is put (PutAuditLeaves).
 func (s *Store) AuditLeafWriter(_ context.Context, tenant, stream string, d model.Day) (store.AuditLeafWriter, error) {
-	return store.ChunkLeafWriter(func(ctx context.Context, chunk uint32, leaves []store.AuditLeaf) error {
+	return chunkWriter(func(ctx context.Context, chunk uint32, leaves []store.AuditLeaf) error {
 		return s.PutAuditLeaves(ctx, tenant, stream, d, chunk, leaves)
 	}), nil
 }
+
+// chunkWriter stores each chunk when it is put, with the function itself:
+// Commit has nothing left to do, and chunks put before an Abort stay, to be
+// written again by the next seal of the day.
+type chunkWriter func(ctx context.Context, chunk uint32, leaves []store.AuditLeaf) error
+
+func (w chunkWriter) Put(ctx context.Context, chunk uint32, leaves []store.AuditLeaf) error {
+	return w(ctx, chunk, leaves)
+}
+
+func (chunkWriter) Commit(ctx context.Context) error { return ctx.Err() }
+
+func (chunkWriter) Abort() {}
 
 // AuditLeaves calls fn with the stored leaves of a stream-day in order:
 // bucket after bucket until one is empty (a seal writes its chunks in

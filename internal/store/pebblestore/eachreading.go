@@ -35,7 +35,6 @@ func (r *Reads) EachReading(ctx context.Context, pk model.PartitionKey, rng stor
 	}
 	it, m := r.span(lower, upper)
 	ok := it.seek(m, lower)
-	m.forget()
 	var row model.ReadingRow
 	n := 0
 	for ; ok; ok = it.Next() {

@@ -52,15 +52,14 @@ func (s *Store) AuditLeafWriter(ctx context.Context, tenant, stream string, d mo
 // leafTable is a stream-day's leaves being written as a table to ingest.
 // Its file is created with the first chunk.
 type leafTable struct {
-	s      *Store
-	name   string // tenant/stream/day, for errors
-	path   string // the table's file, once created
-	w      *sstable.Writer
-	key    []byte // the leaves' prefix, then the last chunk's number
-	n      int    // length of the prefix
-	val    []byte // reused for each chunk's encoding
-	chunks int
-	done   bool
+	s    *Store
+	name string // tenant/stream/day, for errors
+	path string // the table's file, once created
+	w    *sstable.Writer
+	key  []byte // the leaves' prefix, then the last chunk's number
+	n    int    // length of the prefix
+	val  []byte // reused for each chunk's encoding
+	done bool
 }
 
 var errLeavesDone = errors.New("leaf writer already committed or aborted")
@@ -98,7 +97,6 @@ func (t *leafTable) Put(ctx context.Context, chunk uint32, leaves []store.AuditL
 	if err := t.w.Set(t.key, t.val); err != nil {
 		return fmt.Errorf("write leaves of %s, chunk %d: %w", t.name, chunk, err)
 	}
-	t.chunks++
 	return nil
 }
 

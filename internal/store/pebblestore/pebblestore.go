@@ -255,13 +255,10 @@ func catalogues(ctx context.Context, src iterSource, sds []model.SeriesDay) ([][
 				return nil, err
 			}
 		}
-		ok := it.seek(&m, prefixes[i])
-		m.forget()
-		if out[i], err = readCatalogue(out[i], it, ok, prefixes[i], sds[i]); err != nil {
+		if out[i], err = readCatalogue(out[i], it, &m, prefixes[i], sds[i]); err != nil {
 			_ = release()
 			return nil, err
 		}
-		m.setPastPrefix(prefixes[i])
 	}
 	if err := release(); err != nil {
 		return nil, fmt.Errorf("read catalogues of %d series-days: %w", len(sds), err)
@@ -270,10 +267,10 @@ func catalogues(ctx context.Context, src iterSource, sds []model.SeriesDay) ([][
 }
 
 // readCatalogue appends to out the catalogue entries of sd, whose keys
-// start with p, from it positioned at the first key at or after p (ok
-// false: there is none in its bounds), and leaves it past them.
-func readCatalogue(out []model.PartitionInfo, it *span, ok bool, p []byte, sd model.SeriesDay) ([]model.PartitionInfo, error) {
-	for ; ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
+// start with p, read through it from where m says it stands (span.seek),
+// and records in m that it stands past them.
+func readCatalogue(out []model.PartitionInfo, it *span, m *mark, p []byte, sd model.SeriesDay) ([]model.PartitionInfo, error) {
+	for ok := it.seek(m, p); ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
 		k := it.Key()
 		if len(k) != len(p)+4 {
 			continue // a longer series name with this one's encoding as a prefix
@@ -289,6 +286,7 @@ func readCatalogue(out []model.PartitionInfo, it *span, ok bool, p []byte, sd mo
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("read catalogue of %v: %w", sd, err)
 	}
+	m.setPastPrefix(p)
 	return out, nil
 }
 

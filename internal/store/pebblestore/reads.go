@@ -83,12 +83,15 @@ func (m *mark) setPastPrefix(p []byte) {
 // left), no key lies between. Reads made in key order then find the next
 // one's first key without a seek through every level of the store (a
 // roll's devices are sorted, and often neighbours; most of a round's new
-// devices have no catalogue).
+// devices have no catalogue). It forgets m: until the read that follows
+// records where it ended, the iterator's place is unknown.
 func (s *span) seek(m *mark, k []byte) bool {
 	if s.lower != nil && bytes.Compare(k, s.lower) < 0 {
 		k = s.lower
 	}
-	if m.known && bytes.Compare(k, m.past) >= 0 {
+	known := m.known
+	m.forget()
+	if known && bytes.Compare(k, m.past) >= 0 {
 		if !s.it.Valid() {
 			if s.it.Error() == nil {
 				return false
@@ -178,14 +181,7 @@ func (r *Reads) span(lower, upper []byte) (*span, *mark) {
 func (r *Reads) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.PartitionInfo, error) {
 	r.catKey = seriesDayCataloguePrefix(r.catKey[:0], sd)
 	it, m := r.span(r.catKey, nil)
-	ok := it.seek(m, r.catKey)
-	m.forget()
-	out, err := readCatalogue(nil, it, ok, r.catKey, sd)
-	if err != nil {
-		return nil, err
-	}
-	m.setPastPrefix(r.catKey)
-	return out, nil
+	return readCatalogue(nil, it, m, r.catKey, sd)
 }
 
 // ScanReadings is Store.ScanReadings within the session.

@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -72,5 +73,52 @@ func TestReadsInKeyOrderSeekOnce(t *testing.T) {
 	}
 	if n := seeks(rs.cat) - before; n != 1 {
 		t.Errorf("a batch of %d absent catalogues: %d seeks, want 1", devices, n)
+	}
+}
+
+// A read that stops before its end (here its callback fails) leaves the
+// iterator in the middle of its range: the next read must seek, even from
+// a key the read before the stopped one had passed.
+func TestReadAfterStoppedReadSeeks(t *testing.T) {
+	st, _, t0 := openPump(t)
+	ctx := t.Context()
+	var b store.Batch
+	var pks []model.PartitionKey
+	for i := range 2 {
+		pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: fmt.Sprintf("dev-%d", i), Day: 20_000}.Partition(0)
+		var rows []model.ReadingRow
+		for s := range 10 {
+			rows = append(rows, model.ReadingRow{TS: t0 + int64(s), Metric: "m", Value: float64(s)})
+		}
+		b.Partitions = append(b.Partitions, store.PartitionWrite{Key: pk, Readings: rows})
+		pks = append(pks, pk)
+	}
+	if err := st.Commit(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := st.NewReads(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	all := store.Range{From: t0, To: t0 + 10}
+	count := func(pk model.PartitionKey, stopAt int) (int, error) {
+		n := 0
+		_, err := rs.EachReading(ctx, pk, all, func([]byte, *model.ReadingRow) error {
+			if n++; n == stopAt {
+				return errors.New("stop")
+			}
+			return nil
+		})
+		return n, err
+	}
+	if n, err := count(pks[0], 0); err != nil || n != 10 {
+		t.Fatalf("first partition: %d rows, %v", n, err)
+	}
+	if _, err := count(pks[1], 5); err == nil {
+		t.Fatal("the stopped read did not stop")
+	}
+	if n, err := count(pks[1], 0); err != nil || n != 10 {
+		t.Fatalf("the second partition read again after a stopped read: %d rows, %v; want 10", n, err)
 	}
 }
