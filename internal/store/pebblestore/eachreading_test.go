@@ -31,14 +31,7 @@ func TestEachReading(t *testing.T) {
 	}
 	// A second write of t0+1 merges with the first, its cell winning.
 	again := []model.ReadingRow{{TS: t0 + 1, Metric: "on", Type: model.TypeBool, Int: 0}, {TS: t0 + 1, Metric: "added", Value: 3}}
-	if err := st.Commit(ctx, &store.Batch{Partitions: []store.PartitionWrite{{Key: pk, Readings: again}}}); err != nil {
-		t.Fatal(err)
-	}
-	rs, err := st.NewReads(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
+	rs := ReadsAfter(t, st, &store.Batch{Partitions: []store.PartitionWrite{{Key: pk, Readings: again}}})
 	for _, rng := range []store.Range{{From: t0, To: t0 + 10}, {From: t0 + 1, To: t0 + 2}, {From: t0 + 2, To: t0 + 5}, {From: t0 + 5, To: t0}} {
 		want, err := st.ScanReadings(ctx, pk, rng, 100)
 		if err != nil {
@@ -73,11 +66,7 @@ func TestEachReading(t *testing.T) {
 	if err := pb.Commit(nil); err != nil {
 		t.Fatal(err)
 	}
-	rs2, err := st.NewReads(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs2.Close()
+	rs2 := ReadsAfter(t, st, nil)
 	seen := 0
 	whole, err := rs2.EachReading(ctx, old, store.Range{From: t0, To: t0 + 10}, func([]byte, *model.ReadingRow) error { seen++; return nil })
 	if err != nil || whole || seen != 2 {
@@ -90,14 +79,7 @@ func TestEachReading(t *testing.T) {
 	for i := range 3000 {
 		many = append(many, model.ReadingRow{TS: t0 + int64(i), Metric: "rpm", Value: float64(i)})
 	}
-	if err := st.Commit(ctx, &store.Batch{Partitions: []store.PartitionWrite{{Key: long, Readings: many}}}); err != nil {
-		t.Fatal(err)
-	}
-	rs3, err := st.NewReads(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs3.Close()
+	rs3 := ReadsAfter(t, st, &store.Batch{Partitions: []store.PartitionWrite{{Key: long, Readings: many}}})
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	seen = 0

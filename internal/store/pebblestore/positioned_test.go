@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/pebblestore"
 )
 
 // A read session that reads catalogues and partitions in key order skips
@@ -21,7 +22,7 @@ import (
 // and by reads of other kinds through the same iterators.
 func TestReadsInKeyOrder(t *testing.T) {
 	st := open(t, t.TempDir())
-	defer st.Close()
+	t.Cleanup(func() { _ = st.Close() }) // after the read session's
 	ctx := t.Context()
 	day := model.DayOf(1_700_000_000_000)
 	t0 := day.Start()
@@ -43,14 +44,7 @@ func TestReadsInKeyOrder(t *testing.T) {
 		b.Partitions = append(b.Partitions, store.PartitionWrite{Key: pk, Readings: rows})
 		b.Catalogue = append(b.Catalogue, model.PartitionInfo{Key: pk, Rows: int64(len(rows)), State: "single"})
 	}
-	if err := st.Commit(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
-	rs, err := st.NewReads(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
+	rs := pebblestore.ReadsAfter(t, st, &b)
 	read := 0
 	for round := range 40 {
 		var picks []int

@@ -29,14 +29,7 @@ func TestReadsInKeyOrderSeekOnce(t *testing.T) {
 		sd.Tenant = "other"
 		absent = append(absent, sd)
 	}
-	if err := st.Commit(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
-	rs, err := st.NewReads(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
+	rs := ReadsAfter(t, st, &b)
 	seeks := func(it *pebble.Iterator) int { return it.Stats().ForwardSeekCount[pebble.InterfaceCall] }
 
 	before := seeks(rs.cat)
@@ -93,14 +86,7 @@ func TestReadAfterStoppedReadSeeks(t *testing.T) {
 		b.Partitions = append(b.Partitions, store.PartitionWrite{Key: pk, Readings: rows})
 		pks = append(pks, pk)
 	}
-	if err := st.Commit(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
-	rs, err := st.NewReads(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
+	rs := ReadsAfter(t, st, &b)
 	all := store.Range{From: t0, To: t0 + 10}
 	count := func(pk model.PartitionKey, stopAt int) (int, error) {
 		n := 0
