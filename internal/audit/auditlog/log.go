@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,14 +68,16 @@ type Log struct {
 	done model.Day
 	// sealing serialises this process's seals (the sealer's rounds and
 	// retention's seal before a drop): a second seal of a day then finds
-	// the first one's record instead of writing the day's leaves again.
-	sealing sync.Mutex
+	// the first one's record instead of writing the day's leaves again. A
+	// channel of one, so that a seal waiting its turn stops with its
+	// context.
+	sealing chan struct{}
 }
 
 // New returns a Log. keys may be nil for a Log that only verifies (its
 // verifiers then come from the caller).
 func New(cfg Config, st Store, keys *Keys, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer) *Log {
-	return &Log{cfg: cfg, st: st, keys: keys, now: now, logger: logger, m: newMetrics(reg), done: model.Day(-1 << 30)}
+	return &Log{cfg: cfg, st: st, keys: keys, now: now, logger: logger, m: newMetrics(reg), done: model.Day(-1 << 30), sealing: make(chan struct{}, 1)}
 }
 
 // LateError refuses an event whose day no longer accepts events.
@@ -132,8 +133,12 @@ var ErrLaterSealed = errors.New("a later day of the stream is already sealed")
 // Seal seals one stream-day and returns its record, or nil when the day
 // has no events. Sealing a sealed day returns the stored record.
 func (l *Log) Seal(ctx context.Context, tenant, stream string, d model.Day) (*DayRecord, error) {
-	l.sealing.Lock()
-	defer l.sealing.Unlock()
+	select {
+	case l.sealing <- struct{}{}:
+		defer func() { <-l.sealing }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("seal %s/%s/%s: waiting for this gateway's seal in progress: %w", tenant, stream, d, ctx.Err())
+	}
 	start := time.Now()
 	recs, err := l.Records(ctx, tenant, stream)
 	if err != nil {
