@@ -68,7 +68,7 @@ func startRollups(cfg config.Config, raw rollupfeed.Raw, logger *slog.Logger, re
 	if marks, err := ob.Dirty(); err == nil && len(marks) > 0 {
 		logger.Warn("rollups of these days are incomplete; run `query rollups rebuild` for them (with the tenant's token)", "days", rollupfeed.DirtyList(marks))
 	}
-	marks, err := rollmarks.OpenWith(filepath.Join(cfg.DataDir, "rollmarks"), rollmarks.Options{MemTableBytes: cfg.Plan().MarksMemTable}, logger)
+	marks, inCommits, err := openMarks(cfg, raw, logger)
 	if err != nil {
 		_ = ob.Close()
 		r.closeBackend()
@@ -76,6 +76,9 @@ func startRollups(cfg config.Config, raw rollupfeed.Raw, logger *slog.Logger, re
 	}
 	r.marks = marks
 	var opts []rollupfeed.Option
+	if inCommits {
+		opts = append(opts, rollupfeed.WithMarksInCommits())
+	}
 	if pb, ok := raw.(*pebblestore.Store); ok {
 		// A recompute, and verify, make one small read per device: through
 		// a session, each costs a seek instead of a new iterator.
@@ -112,6 +115,30 @@ func (r *rollups) routes() map[string]http.HandlerFunc {
 		return nil
 	}
 	return r.api.Routes()
+}
+
+// openMarks opens the rollups' marks. On the embedded store they are kept
+// in the store's database (rollmarks.In), so that each commit carries its
+// marks in its own write (inCommits), and the marks database an earlier
+// Sluice left in data_dir/rollmarks is taken over. On Cassandra they are
+// kept in a database of their own in data_dir/rollmarks, synced before
+// each commit.
+func openMarks(cfg config.Config, raw rollupfeed.Raw, logger *slog.Logger) (marks *rollmarks.Store, inCommits bool, err error) {
+	dir := filepath.Join(cfg.DataDir, "rollmarks")
+	pb, ok := raw.(*pebblestore.Store)
+	if !ok {
+		marks, err = rollmarks.OpenWith(dir, rollmarks.Options{MemTableBytes: cfg.Plan().MarksMemTable}, logger)
+		return marks, false, err
+	}
+	marks = rollmarks.In(pb.MarksIn())
+	n, err := marks.TakeOver(dir, logger)
+	if err != nil {
+		return nil, false, err
+	}
+	if n > 0 {
+		logger.Info("rollup marks of an earlier Sluice moved into the embedded store", "marks", n, "from", dir)
+	}
+	return marks, true, nil
 }
 
 // close runs after the sink drained: it recomputes every pending minute and

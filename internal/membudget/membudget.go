@@ -70,7 +70,7 @@ const (
 // Opens says which Pebble databases the configuration opens.
 type Opens struct {
 	RawStore    bool // store.backend pebble
-	Rollups     bool // rollups.enabled: the marks and the outbox
+	Rollups     bool // rollups.enabled: the outbox, and the marks (in the raw store with RawStore)
 	RollupStore bool // rollups without ClickHouse: the embedded rollup store
 }
 
@@ -86,7 +86,7 @@ type Plan struct {
 	StoreMemTables int   // raw store: memtables held before writes wait
 	StoreCache     int64 // raw store: block cache (store.pebble.cache_bytes)
 	RollupMemTable int64 // embedded rollup store: bytes per memtable
-	MarksMemTable  int64 // rollup marks: bytes per memtable
+	MarksMemTable  int64 // rollup marks, in a database of their own (not with RawStore): bytes per memtable
 	OutboxMemTable int64 // rollup outbox: bytes per memtable
 	SmallCache     int64 // block cache of the marks, the outbox and the rollup store, each
 
@@ -141,7 +141,12 @@ func (p Plan) OffHeap() int64 {
 		n += int64(p.StoreMemTables)*p.StoreMemTable + p.StoreCache
 	}
 	if p.Opens.Rollups {
-		n += otherMemTables*(p.MarksMemTable+p.OutboxMemTable) + 2*p.SmallCache
+		n += otherMemTables*p.OutboxMemTable + p.SmallCache
+		if !p.Opens.RawStore {
+			// The marks' database of their own: on the embedded store they
+			// are kept in its database, in its memtables.
+			n += otherMemTables*p.MarksMemTable + p.SmallCache
+		}
 	}
 	if p.Opens.RollupStore {
 		n += otherMemTables*p.RollupMemTable + p.SmallCache

@@ -12,11 +12,11 @@ func TestForDividesTheBudget(t *testing.T) {
 		wantStoreMemTable        int64
 		wantStoreCache           int64
 	}{
-		{Min, 39_321, 10_000, 16 << 20, 16 << 20},
-		{384 << 20, 58_982, 11_796, 24 << 20, 56 << 20},
-		{Default, 78_643, 15_728, 32 << 20, 96 << 20},
-		{4 << 30, 1_625_292, 325_058, 64 << 20, 768 << 20},
-		{Max, 465_095_884, 93_019_176, 64 << 20, 3 << 36},
+		{Min, 48_059, 10_000, 16 << 20, 16 << 20},
+		{384 << 20, 69_905, 13_981, 24 << 20, 56 << 20},
+		{Default, 91_750, 18_350, 32 << 20, 96 << 20},
+		{4 << 30, 1_647_138, 329_427, 64 << 20, 768 << 20},
+		{Max, 465_117_730, 93_023_546, 64 << 20, 3 << 36},
 	} {
 		p := For(tc.budget, All)
 		if p.SeriesDays != tc.wantSeriesDays || p.MaxPending != tc.wantPend || p.StoreMemTable != tc.wantStoreMemTable || p.StoreCache != tc.wantStoreCache {
@@ -52,6 +52,24 @@ func TestForCountsWhatIsOpened(t *testing.T) {
 		if sum := addUp(p); sum != p.Budget {
 			t.Errorf("%+v: parts add up to %d, want the budget %d", o, sum, p.Budget)
 		}
+	}
+}
+
+// The rollups' marks have memtables of their own only beside a raw store
+// that is not embedded: on the embedded store they are kept in its
+// database.
+func TestMarksShareOnlyWithoutEmbeddedStore(t *testing.T) {
+	outbox := int64(otherMemTables*outboxMemTable + smallCacheBytes)
+	rollupStore := func(p Plan) int64 { return otherMemTables*p.RollupMemTable + p.SmallCache }
+	emb := For(Default, All)
+	raw := int64(emb.StoreMemTables)*emb.StoreMemTable + emb.StoreCache
+	if got := emb.OffHeap() - raw - rollupStore(emb); got != outbox {
+		t.Errorf("embedded store: rollups hold %d MiB off the heap, want the outbox's %d", got>>20, outbox>>20)
+	}
+	cas := For(Default, Opens{Rollups: true, RollupStore: true})
+	marks := otherMemTables*cas.MarksMemTable + cas.SmallCache
+	if got := cas.OffHeap() - rollupStore(cas); got != outbox+marks {
+		t.Errorf("Cassandra: rollups hold %d MiB off the heap, want the outbox's and the marks' %d", got>>20, (outbox+marks)>>20)
 	}
 }
 

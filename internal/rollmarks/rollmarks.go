@@ -12,10 +12,14 @@
 package rollmarks
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -29,9 +33,19 @@ type Minute struct {
 	Minute int64 // first millisecond of the minute
 }
 
-// Store is an open marks database.
+// Store is an open marks database: a Pebble database of its own (Open),
+// or a key range of one it shares with the raw store (In), whose commits
+// then carry the marks of their own minutes (Stage).
 type Store struct {
-	db *pebble.DB
+	db     *pebble.DB
+	prefix []byte // every key of the store starts with it; empty when it owns db
+	own    bool   // Close closes db
+}
+
+// In returns the marks kept in db under prefix, a key range the database's
+// other users leave alone; db stays its owner's (Close leaves it open).
+func In(db *pebble.DB, prefix []byte) *Store {
+	return &Store{db: db, prefix: slices.Clone(prefix)}
 }
 
 // Options tune the marks database.
@@ -61,11 +75,15 @@ func OpenWith(dir string, opts Options, logger *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open rollup marks %q: %w", dir, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, own: true}, nil
 }
 
-// Close closes the database; the marks stay on disk.
+// Close closes the database (not one shared through In); the marks stay
+// on disk.
 func (s *Store) Close() error {
+	if !s.own {
+		return nil
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close rollup marks: %w", err)
 	}
@@ -118,15 +136,34 @@ func (s *Store) Add(gen uint64, ms []Minute) error {
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	var key []byte
-	for _, m := range ms {
-		key = appendKey(key[:0], gen, m)
-		if err := b.Set(key, nil, nil); err != nil {
-			return fmt.Errorf("mark rollup minutes: %w", err)
-		}
+	if err := s.Stage(pebbleSetter{b}, gen, ms); err != nil {
+		return err
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("mark rollup minutes: %w", err)
+	}
+	return nil
+}
+
+// Setter takes the keys of a write in progress: a commit of the database
+// the store shares (In), which writes them with its own, atomically.
+type Setter interface {
+	Set(key, value []byte) error
+}
+
+type pebbleSetter struct{ b *pebble.Batch }
+
+func (p pebbleSetter) Set(key, value []byte) error { return p.b.Set(key, value, nil) }
+
+// Stage adds the marks of minutes, in generation gen, to w: a write of the
+// database the store is in, durable when that write is.
+func (s *Store) Stage(w Setter, gen uint64, ms []Minute) error {
+	key := slices.Clone(s.prefix)
+	for _, m := range ms {
+		key = appendKey(key[:len(s.prefix)], gen, m)
+		if err := w.Set(key, nil); err != nil {
+			return fmt.Errorf("mark rollup minutes: %w", err)
+		}
 	}
 	return nil
 }
@@ -135,9 +172,12 @@ func (s *Store) Add(gen uint64, ms []Minute) error {
 // every mark (a generation of 2^64-1 is never reached).
 var versionKey = []byte("\xff\xff\xff\xff\xff\xff\xff\xffversion")
 
+// key returns k under the store's prefix.
+func (s *Store) key(k []byte) []byte { return append(slices.Clone(s.prefix), k...) }
+
 // Version returns what SetVersion stored last, 0 if nothing.
 func (s *Store) Version() (uint64, error) {
-	v, closer, err := s.db.Get(versionKey)
+	v, closer, err := s.db.Get(s.key(versionKey))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return 0, nil
 	}
@@ -153,7 +193,7 @@ func (s *Store) Version() (uint64, error) {
 
 // SetVersion stores v, synced.
 func (s *Store) SetVersion(v uint64) error {
-	if err := s.db.Set(versionKey, binary.BigEndian.AppendUint64(nil, v), pebble.Sync); err != nil {
+	if err := s.db.Set(s.key(versionKey), binary.BigEndian.AppendUint64(nil, v), pebble.Sync); err != nil {
 		return fmt.Errorf("store the rollup version: %w", err)
 	}
 	return nil
@@ -161,7 +201,7 @@ func (s *Store) SetVersion(v uint64) error {
 
 // Each calls fn with every mark, by generation. An error from fn stops it.
 func (s *Store) Each(fn func(gen uint64, m Minute) error) (err error) {
-	it, err := s.db.NewIter(&pebble.IterOptions{UpperBound: versionKey[:8]})
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: s.key(nil), UpperBound: s.key(versionKey[:8])})
 	if err != nil {
 		return fmt.Errorf("read rollup marks: %w", err)
 	}
@@ -171,7 +211,7 @@ func (s *Store) Each(fn func(gen uint64, m Minute) error) (err error) {
 		}
 	}()
 	for ok := it.First(); ok; ok = it.Next() {
-		gen, m, err := parseKey(it.Key())
+		gen, m, err := parseKey(it.Key()[len(s.prefix):])
 		if err != nil {
 			return err
 		}
@@ -192,9 +232,54 @@ func (s *Store) Forget(below uint64) error {
 	if below == 0 {
 		return nil
 	}
-	end := binary.BigEndian.AppendUint64(nil, below)
-	if err := s.db.DeleteRange([]byte{}, end, pebble.NoSync); err != nil {
+	end := binary.BigEndian.AppendUint64(s.key(nil), below)
+	if err := s.db.DeleteRange(s.key(nil), end, pebble.NoSync); err != nil {
 		return fmt.Errorf("forget rollup marks: %w", err)
 	}
 	return nil
+}
+
+// TakeOver moves into s the marks, and the version, of a marks database of
+// its own left in dir by an earlier Sluice (before marks were kept in the
+// raw store), then deletes dir; it returns how many marks it moved. With no
+// database in dir it does nothing. A crash before the deletion only has
+// the next start move the same marks again.
+func (s *Store) TakeOver(dir string, logger *slog.Logger) (int, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	} else if err != nil {
+		return 0, fmt.Errorf("take over rollup marks in %q: %w", dir, err)
+	}
+	old, err := Open(dir, logger)
+	if err != nil {
+		return 0, err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	n := 0
+	err = old.Each(func(gen uint64, m Minute) error {
+		n++
+		return s.Stage(pebbleSetter{b}, gen, []Minute{m})
+	})
+	v, verr := old.Version()
+	if cerr := old.Close(); err == nil {
+		err = cmp.Or(verr, cerr)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("take over rollup marks in %q: %w", dir, err)
+	}
+	if mine, err := s.Version(); err != nil {
+		return 0, err
+	} else if v > mine {
+		if err := b.Set(s.key(versionKey), binary.BigEndian.AppendUint64(nil, v), nil); err != nil {
+			return 0, fmt.Errorf("take over rollup marks in %q: %w", dir, err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return 0, fmt.Errorf("take over rollup marks in %q: %w", dir, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return n, fmt.Errorf("remove the rollup marks database %q, taken over: %w", dir, err)
+	}
+	return n, nil
 }

@@ -8,7 +8,9 @@
 //
 // The feed is the sink's commit hook (sink.CommitHook). Before a batch
 // reaches the raw store, BeforeCommit marks the device-minutes it writes,
-// synced, in the marks database (package rollmarks); after it is durable,
+// synced, in the marks database (package rollmarks), or, on the embedded
+// store, where the marks share the raw store's database, adds their marks
+// to the batch's own atomic write (WithMarksInCommits); after it is durable,
 // AfterCommit adds them to the pending set, due RollDelay later
 // (PastRollDelay for a minute long past: Feed.pastDue). The
 // roller takes the due devices on every tick, reads each one's marked
@@ -183,6 +185,22 @@ type Marks interface {
 	SetVersion(v uint64) error
 }
 
+// Stager is Marks kept in the raw store's own database (rollmarks.In),
+// which add the marks of a commit to its write (store.Batch.Also).
+type Stager interface {
+	Stage(w rollmarks.Setter, gen uint64, ms []rollmarks.Minute) error
+}
+
+// WithMarksInCommits says that the marks are kept in the raw store's
+// database (they implement Stager) and that the raw store writes a batch
+// atomically, honouring store.Batch.Also (the embedded store): each
+// commit then carries the marks of its minutes in its own write, instead
+// of a synced write of the marks before it. Either way a commit that is
+// durable has its marks durable.
+func WithMarksInCommits() Option {
+	return func(f *Feed) { f.inCommits = true }
+}
+
 // Feed is the running rollup pipeline. Create it with New, install it on
 // the sink with sink.WithCommitHook, stop it with Close.
 type Feed struct {
@@ -207,6 +225,8 @@ type Feed struct {
 	stopShp  context.CancelFunc
 	shpDone  chan struct{}
 
+	stager       Stager // marks written with each commit (WithMarksInCommits); nil: before it
+	inCommits    bool
 	sessions     func(ctx context.Context) (ReadSession, error) // raw's (SessionStore); nil: read through raw
 	local        bool                                           // insert rows into dst directly
 	localLogged  time.Time                                      // last log of a failed local insert (roller goroutine)
@@ -299,6 +319,13 @@ func New(cfg Config, raw reader.Store, marks Marks, ob Outbox, dst Inserter, now
 	for _, o := range opts {
 		o(f)
 	}
+	if f.inCommits {
+		st, ok := marks.(Stager)
+		if !ok {
+			return nil, errors.New("rollup marks kept in the raw store's commits: the marks cannot be staged in a commit")
+		}
+		f.stager = st
+	}
 	var left int
 	start := now()
 	err := marks.Each(func(gen uint64, m rollmarks.Minute) error {
@@ -353,8 +380,9 @@ func minutesOf(b *store.Batch) []rollmarks.Minute {
 }
 
 // BeforeCommit marks, synced, the minutes b writes readings to, before b
-// reaches the raw store (sink.CommitHook): a crash after the commit leaves
-// the marks for the next start. Past twice MaxPending it first waits for
+// reaches the raw store (sink.CommitHook), or, WithMarksInCommits, has b
+// carry their marks in its own write: a crash after the commit leaves the
+// marks for the next start. Past twice MaxPending it first waits for
 // the roller (counted in sluice_rollup_queue_wait_seconds_total). Once
 // Close began it refuses the commit (ErrClosed).
 func (f *Feed) BeforeCommit(b *store.Batch) error {
@@ -377,6 +405,13 @@ func (f *Feed) BeforeCommit(b *store.Batch) error {
 	g := f.gen
 	f.inflight[g]++
 	f.batches[b] = marked{gen: g, minutes: ms}
+	if f.stager != nil {
+		f.mu.Unlock()
+		// Written, and synced, with the commit's own rows: no earlier
+		// write, no second sync.
+		b.Also = func(w store.Setter) error { return f.stager.Stage(w, g, ms) }
+		return nil
+	}
 	f.adding.Add(1)
 	f.mu.Unlock()
 	err := f.marks.Add(g, ms)

@@ -528,3 +528,67 @@ func TestFailedRecomputeRetried(t *testing.T) {
 		t.Errorf("dropped{recompute_failed} = %v, want 0", got)
 	}
 }
+
+// TestMarksInCommitsTakenUpAfterCrash is TestMarksTakenUpAfterCrash with
+// the marks in the raw store's database, written by each commit with its
+// rows (WithMarksInCommits), as the gateway runs on the embedded store:
+// a copy of the raw store's files taken while it is open (a crash) holds
+// every minute its commits wrote, and the next start recomputes them. A
+// commit whose marks cannot be staged stores nothing.
+func TestMarksInCommitsTakenUpAfterCrash(t *testing.T) {
+	dir := t.TempDir()
+	// Synced, as the gateway runs it: a copy holds what a crash keeps.
+	raw, err := pebblestore.Open(filepath.Join(dir, "raw"), pebblestore.Options{}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	emb, ob := openLocal(t)
+	defer ob.Close()
+	cfg := testConfig()
+	cfg.RollDelay, cfg.FlushInterval = time.Hour, time.Minute
+	first := startFeed(t, cfg, time.Now, raw, rollmarks.In(raw.MarksIn()), ob, emb, prometheus.NewRegistry(), WithLocalBackend(), WithMarksInCommits())
+	sk := sink.New(sink.DefaultConfig(), buckets.DefaultConfig(), raw, quiet, prometheus.NewRegistry(), sink.WithCommitHook(first))
+	r := &rig{raw: raw, sink: sk}
+	devices := []string{"a", "b"}
+	r.write(t, "acme", devices, base, 0, 180)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := sk.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, filepath.Join(dir, "raw"), filepath.Join(dir, "after-crash", "raw"))
+	if _, err := os.Stat(filepath.Join(dir, "marks")); !os.IsNotExist(err) {
+		t.Fatalf("a marks database of its own was written: %v", err)
+	}
+
+	raw2 := openRaw(t, filepath.Join(dir, "after-crash"))
+	second := startFeed(t, testConfig(), time.Now, raw2, rollmarks.In(raw2.MarksIn()), ob, emb, prometheus.NewRegistry(), WithLocalBackend(), WithMarksInCommits())
+	if got := pendingMinutes(second); got != 3*len(devices) {
+		t.Errorf("%d minutes taken up after the crash, want %d", got, 3*len(devices))
+	}
+	if err := second.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Verify(ctx, raw2, emb, "acme", model.DayOf(base.UnixMilli()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Mismatches) != 0 || res.RawRows != int64(180*2*len(devices)) || res.RollupRows != res.RawRows {
+		t.Errorf("verify after the restart: %+v", res)
+	}
+
+	// Marks that cannot be staged fail the commit: nothing is stored.
+	b := minuteBatch("c", 5)
+	b.Also = func(store.Setter) error { return errors.New("no room") }
+	if err := raw2.Commit(ctx, b); err == nil {
+		t.Fatal("commit with a failing Also succeeded")
+	}
+	got, err := raw2.Catalogue(ctx, b.Partitions[0].Key.SeriesDay())
+	if err != nil || len(got) != 0 {
+		t.Fatalf("after the failed commit: catalogue %v, %v", got, err)
+	}
+	if rows, err := readAll(ctx, raw2, "acme", "c", base.UnixMilli(), base.Add(time.Hour).UnixMilli()); err != nil || len(rows) != 0 {
+		t.Fatalf("after the failed commit: %d readings (%v), want none", len(rows), err)
+	}
+}

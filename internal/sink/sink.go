@@ -279,7 +279,9 @@ type Option func(*Sink)
 // error from it fails the commit (its requests are answered with it and
 // nothing is written). AfterCommit runs once the commit returned and before
 // the batch's requests are answered, with the commit's result, for every
-// batch that BeforeCommit accepted: it must not block. Neither may modify the batch; AfterCommit may keep it, the
+// batch that BeforeCommit accepted: it must not block. BeforeCommit may
+// set the batch's Also, if the sink's store honours it (store.Batch);
+// neither may otherwise modify the batch. AfterCommit may keep it, the
 // sink never touches a committed batch again. Batches of concurrent
 // committers may reach the hook concurrently and out of order. The rollups
 // mark the minutes a batch writes before it is durable and learn after

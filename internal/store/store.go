@@ -40,6 +40,18 @@ type Batch struct {
 	// batch's writes of the same keys: the greater version wins, whichever
 	// lands last. Set by the sink for backends that implement sink.Versioner.
 	Version int64
+	// Also, when set, adds keys of the caller's own to the batch's write,
+	// on a store that writes a batch atomically (the embedded store): it
+	// is called with that write, so that what it adds is durable exactly
+	// when the batch is, and an error from it fails the commit. The
+	// rollups' commit hook sets it for their marks (rollmarks.In); a
+	// store that cannot honour it must not be given it.
+	Also func(w Setter) error
+}
+
+// Setter takes the keys Batch.Also adds to a write.
+type Setter interface {
+	Set(key, value []byte) error
 }
 
 // Rows counts the rows of the batch.

@@ -21,6 +21,7 @@ import (
 //	audit ids  'i' day tenant 0 event_id                        -> stream 0 sub ts
 //	catalogue  'c' day tenant 0 kind series 0 sub               -> partition info
 //	dead       'd' day tenant 0 ts id                           -> source, topic, reason, error, truncated, payload
+//	marks      'm' …                                            -> the rollups' marks (MarksIn; package rollmarks)
 //
 // Integers are big-endian; day and ts have their sign bit flipped so that
 // byte order is numeric order.
@@ -30,6 +31,7 @@ const (
 	tabAuditIDs  = 'i'
 	tabCatalogue = 'c'
 	tabDead      = 'd'
+	tabMarks     = 'm' // not the store's: the rollups' marks (MarksIn)
 )
 
 func appendDay(b []byte, d model.Day) []byte {

@@ -200,11 +200,27 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 			return fmt.Errorf("stage dead letter: %w", err)
 		}
 	}
+	if b.Also != nil {
+		if err := b.Also(batchSetter{pb}); err != nil {
+			return fmt.Errorf("stage the batch's companion keys: %w", err)
+		}
+	}
 	if err := s.db.Apply(pb, s.wo); err != nil {
 		return fmt.Errorf("commit %d rows: %w", b.Rows(), err)
 	}
 	return nil
 }
+
+// batchSetter hands a Pebble batch to store.Batch.Also.
+type batchSetter struct{ b *pebble.Batch }
+
+func (w batchSetter) Set(key, value []byte) error { return w.b.Set(key, value, nil) }
+
+// MarksIn returns the database and the key range (every key starting with
+// the prefix) in which the rollups keep their marks (rollmarks.In), so
+// that a commit carries the marks of its minutes in its own write
+// (store.Batch.Also). No table of the store uses that range.
+func (s *Store) MarksIn() (*pebble.DB, []byte) { return s.db, []byte{tabMarks} }
 
 // batchSize estimates the bytes of b in a Pebble batch, so that the batch
 // is allocated once instead of grown by copying as rows are added.

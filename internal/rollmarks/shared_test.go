@@ -1,0 +1,150 @@
+package rollmarks
+
+import (
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/internal/pebblelog"
+)
+
+// openShared opens a Pebble database, as the raw store's, and the marks in
+// its range 'm'. The caller closes the database.
+func openShared(t *testing.T, dir string) (*pebble.DB, *Store) {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.New(quiet, "test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, In(db, []byte{'m'})
+}
+
+// neighbours are keys of the database's other user, on both sides of the
+// marks' range.
+var neighbours = [][]byte{[]byte("l\xff\xff"), []byte("n"), []byte("n\x00\x00")}
+
+func checkNeighbours(t *testing.T, db *pebble.DB) {
+	t.Helper()
+	for _, k := range neighbours {
+		v, closer, err := db.Get(k)
+		if err != nil {
+			t.Errorf("key %q of the database's other user: %v", k, err)
+			continue
+		}
+		if string(v) != "other" {
+			t.Errorf("key %q = %q, want other", k, v)
+		}
+		closer.Close()
+	}
+}
+
+// TestShared keeps marks in a database shared with other keys: marks
+// staged in the sharer's own write are durable with it, and nothing the
+// marks do (Each, Forget of every generation, the version, Close) reads
+// or touches a key outside their range.
+func TestShared(t *testing.T) {
+	dir := t.TempDir()
+	db, s := openShared(t, dir)
+	for _, k := range neighbours {
+		if err := db.Set(k, []byte("other"), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := db.NewBatch()
+	if err := b.Set([]byte("n\x01"), []byte("row"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stage(pebbleSetter{b}, 4, []Minute{{"acme", "pump-1", 60_000}, {"acme", "fan", 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := all(t, s); len(got) != 0 {
+		t.Fatalf("marks staged in an uncommitted write are visible: %v", got)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add(7, []Minute{{"acme", "pump-1", 120_000}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetVersion(99); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, s = openShared(t, dir)
+	defer db.Close()
+	want := []mark{{4, Minute{"acme", "fan", 0}}, {4, Minute{"acme", "pump-1", 60_000}}, {7, Minute{"acme", "pump-1", 120_000}}}
+	if diff := cmp.Diff(want, all(t, s)); diff != "" {
+		t.Errorf("marks after reopen (-want +got):\n%s", diff)
+	}
+	if v, err := s.Version(); err != nil || v != 99 {
+		t.Errorf("Version = %d, %v; want 99", v, err)
+	}
+	if err := s.Forget(math.MaxUint64); err != nil {
+		t.Fatal(err)
+	}
+	if got := all(t, s); len(got) != 0 {
+		t.Errorf("marks after forgetting every generation: %v", got)
+	}
+	if v, err := s.Version(); err != nil || v != 99 {
+		t.Errorf("Version after Forget = %d, %v; want 99", v, err)
+	}
+	checkNeighbours(t, db)
+}
+
+// TestTakeOver moves the marks and the version of an earlier Sluice's
+// marks database into the shared store and deletes its directory.
+func TestTakeOver(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir := t.TempDir()
+	oldDir := filepath.Join(dir, "rollmarks")
+	old, err := Open(oldDir, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marks := []mark{{1, Minute{"acme", "a", 0}}, {3, Minute{"acme", "b", 60_000}}}
+	for _, m := range marks {
+		if err := old.Add(m.Gen, []Minute{m.M}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.SetVersion(500); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, s := openShared(t, filepath.Join(dir, "raw"))
+	defer db.Close()
+	if err := s.Add(2, []Minute{{"acme", "c", 0}}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.TakeOver(oldDir, quiet)
+	if err != nil || n != 2 {
+		t.Fatalf("TakeOver = %d, %v; want 2 marks moved", n, err)
+	}
+	want := []mark{marks[0], {2, Minute{"acme", "c", 0}}, marks[1]}
+	if diff := cmp.Diff(want, all(t, s)); diff != "" {
+		t.Errorf("marks after the take-over (-want +got):\n%s", diff)
+	}
+	if v, err := s.Version(); err != nil || v != 500 {
+		t.Errorf("Version = %d, %v; want the old database's 500", v, err)
+	}
+	if _, err := os.Stat(oldDir); !os.IsNotExist(err) {
+		t.Errorf("old marks directory still there: %v", err)
+	}
+	if n, err := s.TakeOver(oldDir, quiet); err != nil || n != 0 {
+		t.Errorf("TakeOver with no old database = %d, %v; want 0, nil", n, err)
+	}
+}
