@@ -226,20 +226,11 @@ func TestMarksTakenUpAfterCrash(t *testing.T) {
 	raw := openRaw(t, dir)
 	emb, ob := openLocal(t)
 	defer ob.Close()
-	// The first run never recomputes anything: its minutes are due in an
-	// hour, its tick comes in a minute.
-	cfg := testConfig()
-	cfg.RollDelay, cfg.FlushInterval = time.Hour, time.Minute
-	first := newFeed(t, cfg, raw, filepath.Join(dir, "marks"), ob, emb, prometheus.NewRegistry(), WithLocalBackend())
-	sk := sink.New(sink.DefaultConfig(), buckets.DefaultConfig(), raw, quiet, prometheus.NewRegistry(), sink.WithCommitHook(first))
-	r := &rig{raw: raw, sink: sk}
-	devices := []string{"a", "b"}
-	r.write(t, "acme", devices, base, 0, 180)
+	marks := openMarks(t, filepath.Join(dir, "marks"))
+	defer marks.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := sk.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	devices := writeUnrolled(ctx, t, raw, marks, ob, emb, WithLocalBackend())
 	// The crash: what is on disk now is all the next start has.
 	copyDir(t, filepath.Join(dir, "marks"), filepath.Join(dir, "marks-after-crash"))
 	stored, err := emb.Rows(ctx, rollup.Filter{Tenant: "acme", From: base.UnixMilli(), To: base.Add(time.Hour).UnixMilli()})
@@ -248,17 +239,45 @@ func TestMarksTakenUpAfterCrash(t *testing.T) {
 	}
 
 	second := newFeed(t, testConfig(), raw, filepath.Join(dir, "marks-after-crash"), ob, emb, prometheus.NewRegistry(), WithLocalBackend())
-	if got := pendingMinutes(second); got != 3*len(devices) {
-		t.Errorf("%d minutes taken up after the crash, want %d", got, 3*len(devices))
+	checkTakenUp(ctx, t, second, raw, emb, len(devices))
+}
+
+// writeUnrolled is a gateway's life before a crash: a feed on marks that
+// recomputes nothing (its minutes are due in an hour, its tick comes in a
+// minute) while the sink commits 180 s of rig.write's readings of two
+// devices to raw, which it returns; the sink is closed, the feed is not.
+func writeUnrolled(ctx context.Context, t *testing.T, raw *pebblestore.Store, marks Marks, ob Outbox, emb *rollupstore.Store, opts ...Option) []string {
+	t.Helper()
+	cfg := testConfig()
+	cfg.RollDelay, cfg.FlushInterval = time.Hour, time.Minute
+	first := startFeed(t, cfg, time.Now, raw, marks, ob, emb, prometheus.NewRegistry(), opts...)
+	sk := sink.New(sink.DefaultConfig(), buckets.DefaultConfig(), raw, quiet, prometheus.NewRegistry(), sink.WithCommitHook(first))
+	r := &rig{raw: raw, sink: sk}
+	devices := []string{"a", "b"}
+	r.write(t, "acme", devices, base, 0, 180)
+	if err := sk.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
-	if err := second.Close(ctx); err != nil {
+	return devices
+}
+
+// checkTakenUp checks that feed, started after a crash of a gateway that
+// wrote 180 s of rig.write's readings of n devices and recomputed none,
+// takes up their 3 minutes each, and that once it closed the rollups
+// agree with the raw store.
+func checkTakenUp(ctx context.Context, t *testing.T, feed *Feed, raw Raw, emb *rollupstore.Store, n int) {
+	t.Helper()
+	if got := pendingMinutes(feed); got != 3*n {
+		t.Errorf("%d minutes taken up after the crash, want %d", got, 3*n)
+	}
+	if err := feed.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	res, err := Verify(ctx, raw, emb, "acme", model.DayOf(base.UnixMilli()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Mismatches) != 0 || res.RawRows != int64(180*2*len(devices)) || res.RollupRows != res.RawRows {
+	if len(res.Mismatches) != 0 || res.RawRows != int64(180*2*n) || res.RollupRows != res.RawRows {
 		t.Errorf("verify after the restart: %+v", res)
 	}
 }
@@ -545,18 +564,9 @@ func TestMarksInCommitsTakenUpAfterCrash(t *testing.T) {
 	defer raw.Close()
 	emb, ob := openLocal(t)
 	defer ob.Close()
-	cfg := testConfig()
-	cfg.RollDelay, cfg.FlushInterval = time.Hour, time.Minute
-	first := startFeed(t, cfg, time.Now, raw, rollmarks.In(raw.MarksIn()), ob, emb, prometheus.NewRegistry(), WithLocalBackend(), WithMarksInCommits())
-	sk := sink.New(sink.DefaultConfig(), buckets.DefaultConfig(), raw, quiet, prometheus.NewRegistry(), sink.WithCommitHook(first))
-	r := &rig{raw: raw, sink: sk}
-	devices := []string{"a", "b"}
-	r.write(t, "acme", devices, base, 0, 180)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := sk.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	devices := writeUnrolled(ctx, t, raw, rollmarks.In(raw.MarksIn()), ob, emb, WithLocalBackend(), WithMarksInCommits())
 	copyDir(t, filepath.Join(dir, "raw"), filepath.Join(dir, "after-crash", "raw"))
 	if _, err := os.Stat(filepath.Join(dir, "marks")); !os.IsNotExist(err) {
 		t.Fatalf("a marks database of its own was written: %v", err)
@@ -564,19 +574,7 @@ func TestMarksInCommitsTakenUpAfterCrash(t *testing.T) {
 
 	raw2 := openRaw(t, filepath.Join(dir, "after-crash"))
 	second := startFeed(t, testConfig(), time.Now, raw2, rollmarks.In(raw2.MarksIn()), ob, emb, prometheus.NewRegistry(), WithLocalBackend(), WithMarksInCommits())
-	if got := pendingMinutes(second); got != 3*len(devices) {
-		t.Errorf("%d minutes taken up after the crash, want %d", got, 3*len(devices))
-	}
-	if err := second.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	res, err := Verify(ctx, raw2, emb, "acme", model.DayOf(base.UnixMilli()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Mismatches) != 0 || res.RawRows != int64(180*2*len(devices)) || res.RollupRows != res.RawRows {
-		t.Errorf("verify after the restart: %+v", res)
-	}
+	checkTakenUp(ctx, t, second, raw2, emb, len(devices))
 
 	// Marks that cannot be staged fail the commit: nothing is stored.
 	b := minuteBatch("c", 5)
