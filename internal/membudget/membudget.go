@@ -14,10 +14,13 @@
 //	                        block cache 3B/16                (store.pebble.cache_bytes;
 //	                        below 512 MiB it shrinks to B/16 at 256 MiB)
 //	rollup store (embedded) memtables B/8, 2 held            (4–64 MiB each)
-//	rollups                 marks' memtables B/64, 2 held    (2–16 MiB each)
+//	rollups                 marks' memtables B/64, 2 held    (2–16 MiB each;
+//	                        none with the raw store, whose database
+//	                        keeps the marks)
 //	                        outbox memtables 4 MiB, 2 held
 //	                        block caches of 8 MiB (Pebble's default) for the
-//	                        marks, the outbox and the rollup store
+//	                        outbox, the rollup store and the marks (when
+//	                        they have a database of their own)
 //	runtime                 32 MiB (code, thread stacks, allocator slack)
 //	Go heap limit           what is left (runtime/debug.SetMemoryLimit); in a
 //	                        build without cgo Pebble allocates in the Go heap,

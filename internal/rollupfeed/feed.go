@@ -26,8 +26,8 @@
 // counted once. Of two gateways' recomputes of one minute, the one whose
 // reads began later saw every commit that was durable when the other's
 // began, and carries the higher version, which the backends keep. A crash
-// loses no minute: its marks were synced before its commit, and the next
-// start takes them up. The pending set is bounded (MaxPending: past it the
+// loses no minute: its marks were durable with or before its commit, and
+// the next start takes them up. The pending set is bounded (MaxPending: past it the
 // oldest are recomputed early; past twice it BeforeCommit waits, so the
 // write pipeline pushes back), and the wait is counted in
 // sluice_rollup_queue_wait_seconds_total.
@@ -242,6 +242,11 @@ type Feed struct {
 	gen      uint64     // generation new marks are written in
 	forgot   uint64     // marks of generations below it are forgotten
 	inflight map[uint64]int
+	// markedTo is above every generation a mark may have been written in
+	// (0: none yet), so that forget deletes nothing when no mark was
+	// written since it last did: an idle gateway adds no range deletion
+	// to the raw store every tick.
+	markedTo uint64
 	batches  map[*store.Batch]marked
 	pending  pendingSet
 	lost     map[outbox.DirtyDay]struct{}
@@ -332,6 +337,7 @@ func New(cfg Config, raw reader.Store, marks Marks, ob Outbox, dst Inserter, now
 		// These minutes were written before this start: due at once.
 		f.pending.add(m, gen, start.Add(-cfg.RollDelay))
 		f.gen = max(f.gen, gen+1)
+		f.markedTo = f.gen
 		left++
 		return nil
 	})
@@ -405,6 +411,7 @@ func (f *Feed) BeforeCommit(b *store.Batch) error {
 	g := f.gen
 	f.inflight[g]++
 	f.batches[b] = marked{gen: g, minutes: ms}
+	f.markedTo = max(f.markedTo, g+1)
 	if f.stager != nil {
 		f.mu.Unlock()
 		// Written, and synced, with the commit's own rows: no earlier

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -566,11 +567,11 @@ func TestMarksInCommitsTakenUpAfterCrash(t *testing.T) {
 	defer ob.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	devices := writeUnrolled(ctx, t, raw, rollmarks.In(raw.MarksIn()), ob, emb, WithLocalBackend(), WithMarksInCommits())
+	// Every mark goes with its commit, none through a write of its own.
+	marks := &countingMarks{Store: rollmarks.In(raw.MarksIn()), t: t}
+	marks.noAdd.Store(true)
+	devices := writeUnrolled(ctx, t, raw, marks, ob, emb, WithLocalBackend(), WithMarksInCommits())
 	copyDir(t, filepath.Join(dir, "raw"), filepath.Join(dir, "after-crash", "raw"))
-	if _, err := os.Stat(filepath.Join(dir, "marks")); !os.IsNotExist(err) {
-		t.Fatalf("a marks database of its own was written: %v", err)
-	}
 
 	raw2 := openRaw(t, filepath.Join(dir, "after-crash"))
 	second := startFeed(t, testConfig(), time.Now, raw2, rollmarks.In(raw2.MarksIn()), ob, emb, prometheus.NewRegistry(), WithLocalBackend(), WithMarksInCommits())
@@ -588,5 +589,59 @@ func TestMarksInCommitsTakenUpAfterCrash(t *testing.T) {
 	}
 	if rows, err := readAll(ctx, raw2, "acme", "c", base.UnixMilli(), base.Add(time.Hour).UnixMilli()); err != nil || len(rows) != 0 {
 		t.Fatalf("after the failed commit: %d readings (%v), want none", len(rows), err)
+	}
+}
+
+// countingMarks counts the Forget calls that reach the marks, and fails
+// the test on a mark written apart from a commit while noAdd is set.
+type countingMarks struct {
+	*rollmarks.Store
+	t       *testing.T
+	noAdd   atomic.Bool
+	forgets atomic.Int64
+}
+
+func (c *countingMarks) Forget(below uint64) error {
+	c.forgets.Add(1)
+	return c.Store.Forget(below)
+}
+
+func (c *countingMarks) Add(gen uint64, ms []rollmarks.Minute) error {
+	if c.noAdd.Load() && len(ms) > 0 {
+		c.t.Errorf("%d marks written apart from a commit", len(ms))
+	}
+	return c.Store.Add(gen, ms)
+}
+
+// TestIdleFeedForgetsNothing: a feed that has marked nothing since its
+// last Forget leaves the marks alone on its ticks (on the embedded store
+// every Forget is a range deletion in the raw store), and forgets once a
+// commit's minutes are recomputed; the commit's marks went with it, not
+// through Add.
+func TestIdleFeedForgetsNothing(t *testing.T) {
+	dir := t.TempDir()
+	raw := openRaw(t, dir)
+	emb, ob := openLocal(t)
+	defer ob.Close()
+	marks := &countingMarks{Store: rollmarks.In(raw.MarksIn()), t: t}
+	marks.noAdd.Store(true)
+	feed := startFeed(t, testConfig(), time.Now, raw, marks, ob, emb, prometheus.NewRegistry(), WithLocalBackend(), WithMarksInCommits())
+	sk := sink.New(sink.DefaultConfig(), buckets.DefaultConfig(), raw, quiet, prometheus.NewRegistry(), sink.WithCommitHook(feed))
+	r := &rig{raw: raw, feed: feed, sink: sk}
+	defer r.close(t)
+	time.Sleep(10 * testConfig().FlushInterval)
+	if n := marks.forgets.Load(); n != 0 {
+		t.Fatalf("an idle feed forgot marks %d times", n)
+	}
+	r.write(t, "acme", []string{"a"}, base, 0, 30)
+	eventually(t, "the written minute recomputed and its marks forgotten", func() bool {
+		var left int
+		_ = marks.Each(func(uint64, rollmarks.Minute) error { left++; return nil })
+		return marks.forgets.Load() > 0 && left == 0
+	})
+	n := marks.forgets.Load()
+	time.Sleep(10 * testConfig().FlushInterval)
+	if m := marks.forgets.Load(); m != n {
+		t.Fatalf("idle again, the feed forgot marks %d more times", m-n)
 	}
 }

@@ -161,6 +161,9 @@ func (f *Feed) requeue(devs []*pendingDevice, gen uint64, now time.Time, failed 
 		f.markLost(lost)
 		f.logger.Error("rollup minutes given up after repeated failures to read the raw store: rebuild their days", "minutes", dropped, "days", len(lost))
 	}
+	f.mu.Lock()
+	f.markedTo = max(f.markedTo, gen+1)
+	f.mu.Unlock()
 	reGen := f.marks.Add(gen, again) == nil
 	f.mu.Lock()
 	for _, d := range keep {
@@ -336,6 +339,11 @@ func (f *Feed) forget() {
 		below = min(below, g)
 	}
 	done := below <= f.forgot
+	if !done && f.markedTo <= f.forgot {
+		// No mark in any generation from forgot on: nothing to delete.
+		f.forgot = below
+		done = true
+	}
 	f.mu.Unlock()
 	if done {
 		return

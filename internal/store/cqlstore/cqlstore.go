@@ -328,6 +328,11 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if b.Also != nil {
+		// Cassandra writes no batch atomically: what Also would add could
+		// be stored without the rows, or the rows without it.
+		return errors.New("commit: keys to write with the batch (store.Batch.Also) need a store that writes a batch atomically, not Cassandra")
+	}
 	ts := b.Version
 	if ts == 0 {
 		ts = s.stamp()
