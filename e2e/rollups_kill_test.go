@@ -2,11 +2,17 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/rollmarks"
+	"github.com/sluicehq/sluice/internal/store/pebblestore"
 )
 
 // TestEmbeddedRollupMarksSurviveKill kills, with SIGKILL, a gateway on the
@@ -19,9 +25,26 @@ import (
 func TestEmbeddedRollupMarksSurviveKill(t *testing.T) {
 	data := t.TempDir()
 	g := startGateway(t, data, "SLUICE_ROLLUPS_ROLL_DELAY=10m", "SLUICE_ROLLUPS_PAST_ROLL_DELAY=10m")
-	base := day(1).Add(10 * time.Hour)
 	devices := []string{"pump-1", "pump-2", "fan-3"}
-	const seconds = 600 // ten minutes at 1 Hz
+	cells := writeUnrolled(t, g, devices)
+	g.kill()
+	if _, err := os.Stat(filepath.Join(data, "rollmarks")); !os.IsNotExist(err) {
+		t.Fatalf("a marks database of its own beside the embedded store: %v", err)
+	}
+
+	g = startGateway(t, data)
+	g.waitLog(fmt.Sprintf("minutes=%d", len(devices)*10))
+	waitRollupsExact(t, g, cells)
+}
+
+// writeUnrolled posts, twice each, ten minutes at 1 Hz of readings of
+// devices to a gateway that recomputes none of them (started with
+// rollups.roll_delay and past_roll_delay 10m), and returns how many values
+// (raw rows) that is.
+func writeUnrolled(t *testing.T, g *gateway, devices []string) int64 {
+	t.Helper()
+	base := day(1).Add(10 * time.Hour)
+	const seconds = 600
 	for s := 0; s < seconds; s += 100 {
 		var body strings.Builder
 		for _, d := range devices {
@@ -39,23 +62,76 @@ func TestEmbeddedRollupMarksSurviveKill(t *testing.T) {
 	if v := verifyRollups(t, g, day(1)); v.RawRows != cells || v.RollupRows != 0 {
 		t.Fatalf("before the kill: %d raw rows, %d counted by rollups; want %d and none recomputed yet", v.RawRows, v.RollupRows, cells)
 	}
-	g.kill()
-	if _, err := os.Stat(filepath.Join(data, "rollmarks")); !os.IsNotExist(err) {
-		t.Fatalf("a marks database of its own beside the embedded store: %v", err)
-	}
+	return cells
+}
 
-	g = startGateway(t, data)
-	g.waitLog(fmt.Sprintf("minutes=%d", len(devices)*seconds/60))
+// waitRollupsExact waits until the rollups of day(1) count cells values,
+// as the raw store holds.
+func waitRollupsExact(t *testing.T, g *gateway, cells int64) {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		v := verifyRollups(t, g, day(1))
 		if v.RawRows == cells && v.RollupRows == cells && len(v.Mismatches) == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after the restart: %d raw rows, %d counted by rollups, %d mismatches; want %d, %d, none\n%s",
 				v.RawRows, v.RollupRows, len(v.Mismatches), cells, cells, g.logs())
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestUpgradeTakesOverRollupMarks starts this Sluice on a data_dir laid
+// out as an earlier one left it, killed with minutes not yet recomputed:
+// the embedded store's rollup marks in a database of their own,
+// data_dir/rollmarks (made here by moving a killed gateway's marks there).
+// The gateway moves them into the store, deletes the directory, and
+// recomputes those minutes.
+func TestUpgradeTakesOverRollupMarks(t *testing.T) {
+	data := t.TempDir()
+	g := startGateway(t, data, "SLUICE_ROLLUPS_ROLL_DELAY=10m", "SLUICE_ROLLUPS_PAST_ROLL_DELAY=10m")
+	devices := []string{"pump-1", "pump-2", "fan-3"}
+	cells := writeUnrolled(t, g, devices)
+	g.kill()
+
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	raw, err := pebblestore.Open(data, pebblestore.Options{}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := rollmarks.In(raw.MarksIn())
+	old, err := rollmarks.Open(filepath.Join(data, "rollmarks"), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	err = in.Each(func(gen uint64, m rollmarks.Minute) error {
+		moved++
+		return old.Add(gen, []rollmarks.Minute{m})
+	})
+	if err == nil {
+		err = in.Forget(math.MaxUint64)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := len(devices) * 10; moved != want {
+		t.Fatalf("%d marks after the kill, want %d", moved, want)
+	}
+
+	g = startGateway(t, data)
+	g.waitLog(fmt.Sprintf("marks=%d", moved))
+	g.waitLog(fmt.Sprintf("minutes=%d", moved))
+	waitRollupsExact(t, g, cells)
+	if _, err := os.Stat(filepath.Join(data, "rollmarks")); !os.IsNotExist(err) {
+		t.Fatalf("the earlier marks database is still there: %v", err)
 	}
 }
