@@ -24,25 +24,25 @@ import (
 // sent twice.
 func TestEmbeddedRollupMarksSurviveKill(t *testing.T) {
 	data := t.TempDir()
-	g := startGateway(t, data, "SLUICE_ROLLUPS_ROLL_DELAY=10m", "SLUICE_ROLLUPS_PAST_ROLL_DELAY=10m")
-	devices := []string{"pump-1", "pump-2", "fan-3"}
-	cells := writeUnrolled(t, g, devices)
-	g.kill()
+	minutes, cells := killUnrolled(t, data)
 	if _, err := os.Stat(filepath.Join(data, "rollmarks")); !os.IsNotExist(err) {
 		t.Fatalf("a marks database of its own beside the embedded store: %v", err)
 	}
 
-	g = startGateway(t, data)
-	g.waitLog(fmt.Sprintf("minutes=%d", len(devices)*10))
+	g := startGateway(t, data)
+	g.waitLog(fmt.Sprintf("minutes=%d", minutes))
 	waitRollupsExact(t, g, cells)
 }
 
-// writeUnrolled posts, twice each, ten minutes at 1 Hz of readings of
-// devices to a gateway that recomputes none of them (started with
-// rollups.roll_delay and past_roll_delay 10m), and returns how many values
-// (raw rows) that is.
-func writeUnrolled(t *testing.T, g *gateway, devices []string) int64 {
+// killUnrolled starts a gateway on data that recomputes nothing
+// (rollups.roll_delay and past_roll_delay 10m), posts it, twice each, ten
+// minutes at 1 Hz of readings of three devices, and kills it with
+// SIGKILL. It returns how many device-minutes and values (raw rows) that
+// is.
+func killUnrolled(t *testing.T, data string) (minutes int, cells int64) {
 	t.Helper()
+	g := startGateway(t, data, "SLUICE_ROLLUPS_ROLL_DELAY=10m", "SLUICE_ROLLUPS_PAST_ROLL_DELAY=10m")
+	devices := []string{"pump-1", "pump-2", "fan-3"}
 	base := day(1).Add(10 * time.Hour)
 	const seconds = 600
 	for s := 0; s < seconds; s += 100 {
@@ -58,11 +58,12 @@ func writeUnrolled(t *testing.T, g *gateway, devices []string) int64 {
 			}
 		}
 	}
-	cells := int64(len(devices) * seconds * 2)
+	cells = int64(len(devices) * seconds * 2)
 	if v := verifyRollups(t, g, day(1)); v.RawRows != cells || v.RollupRows != 0 {
 		t.Fatalf("before the kill: %d raw rows, %d counted by rollups; want %d and none recomputed yet", v.RawRows, v.RollupRows, cells)
 	}
-	return cells
+	g.kill()
+	return len(devices) * seconds / 60, cells
 }
 
 // waitRollupsExact waits until the rollups of day(1) count cells values,
@@ -91,10 +92,7 @@ func waitRollupsExact(t *testing.T, g *gateway, cells int64) {
 // recomputes those minutes.
 func TestUpgradeTakesOverRollupMarks(t *testing.T) {
 	data := t.TempDir()
-	g := startGateway(t, data, "SLUICE_ROLLUPS_ROLL_DELAY=10m", "SLUICE_ROLLUPS_PAST_ROLL_DELAY=10m")
-	devices := []string{"pump-1", "pump-2", "fan-3"}
-	cells := writeUnrolled(t, g, devices)
-	g.kill()
+	minutes, cells := killUnrolled(t, data)
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	raw, err := pebblestore.Open(data, pebblestore.Options{}, quiet)
@@ -123,11 +121,11 @@ func TestUpgradeTakesOverRollupMarks(t *testing.T) {
 	if err := raw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if want := len(devices) * 10; moved != want {
-		t.Fatalf("%d marks after the kill, want %d", moved, want)
+	if moved != minutes {
+		t.Fatalf("%d marks after the kill, want %d", moved, minutes)
 	}
 
-	g = startGateway(t, data)
+	g := startGateway(t, data)
 	g.waitLog(fmt.Sprintf("marks=%d", moved))
 	g.waitLog(fmt.Sprintf("minutes=%d", moved))
 	waitRollupsExact(t, g, cells)
