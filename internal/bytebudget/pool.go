@@ -31,6 +31,11 @@ func newPool(size int64) *pool { return &pool{free: size} }
 func (p *pool) take(n int64, barge bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.takeLocked(n, barge)
+}
+
+// takeLocked is take with p.mu held.
+func (p *pool) takeLocked(n int64, barge bool) bool {
 	if p.free < n || !barge && p.waiters.Len() > 0 {
 		return false
 	}
@@ -42,8 +47,7 @@ func (p *pool) take(n int64, barge bool) bool {
 // granted as ctx ends are kept (it returns nil).
 func (p *pool) wait(ctx context.Context, n int64) error {
 	p.mu.Lock()
-	if p.free >= n && p.waiters.Len() == 0 {
-		p.free -= n
+	if p.takeLocked(n, false) {
 		p.mu.Unlock()
 		return nil
 	}

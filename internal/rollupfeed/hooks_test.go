@@ -529,6 +529,14 @@ func TestFailedRecomputeRetried(t *testing.T) {
 	fr.fail = false
 	fr.mu.Unlock()
 	eventually(t, "the minute recomputed", func() bool { return pendingMinutes(feed) == 0 && testutil.ToFloat64(feed.m.rolled) > 0 })
+	// Its marks, written again in a new generation at each retry, are
+	// forgotten once it is recomputed, though no commit marked anything
+	// since the first.
+	eventually(t, "the retried minute's marks forgotten", func() bool {
+		left := 0
+		_ = feed.marks.Each(func(uint64, rollmarks.Minute) error { left++; return nil })
+		return left == 0
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := sk.Close(ctx); err != nil {

@@ -161,11 +161,11 @@ func (f *Feed) requeue(devs []*pendingDevice, gen uint64, now time.Time, failed 
 		f.markLost(lost)
 		f.logger.Error("rollup minutes given up after repeated failures to read the raw store: rebuild their days", "minutes", dropped, "days", len(lost))
 	}
-	f.mu.Lock()
-	f.markedTo = max(f.markedTo, gen+1)
-	f.mu.Unlock()
 	reGen := f.marks.Add(gen, again) == nil
 	f.mu.Lock()
+	// Marked on the roller's goroutine, which alone forgets: noted before
+	// its next forget.
+	f.markedTo = max(f.markedTo, gen+1)
 	for _, d := range keep {
 		if reGen {
 			d.gen = gen
