@@ -9,11 +9,10 @@
 // The division, for a budget B, of what the configuration opens
 // (docs/operations.md, "Memory budget"):
 //
-//	raw store (pebble)      memtables B/16, 2 held           (4–64 MiB each;
-//	                        B/8 without the embedded rollup store)
+//	raw store (pebble)      memtables B/8, 2 held            (4–64 MiB each)
 //	                        block cache 3B/16                (store.pebble.cache_bytes;
 //	                        below 512 MiB it shrinks to B/16 at 256 MiB)
-//	rollup store (embedded) memtables B/8, 2 held            (4–64 MiB each)
+//	rollup store (embedded) memtables B/16, 2 held           (4–64 MiB each)
 //	rollups                 marks' memtables B/64, 2 held    (2–16 MiB each;
 //	                        none with the raw store, whose database
 //	                        keeps the marks)
@@ -106,18 +105,16 @@ type Plan struct {
 // For divides budget, clamped to [Min, Max], among what o opens.
 func For(budget int64, o Opens) Plan {
 	budget = min(max(budget, Min), Max)
-	// Without the embedded rollup store its memtables' share goes to the
-	// raw store's, whose size is what costs CPU then.
-	storeDiv := int64(8)
-	if o.RollupStore {
-		storeDiv = 16
-	}
+	// The raw store's memtables are the larger share: every flush of its
+	// device-ordered keys overlaps the whole of the level below, which each
+	// compaction then rewrites, while the rollup store's keys, ordered by
+	// the hour first, flush into tables that barely overlap.
 	p := Plan{
 		Budget: budget, Opens: o,
-		StoreMemTable:  clamp(budget/storeDiv, 4<<20, 64<<20),
+		StoreMemTable:  clamp(budget/8, 4<<20, 64<<20),
 		StoreMemTables: storeMemTables,
 		StoreCache:     storeCache(budget),
-		RollupMemTable: clamp(budget/8, 4<<20, 64<<20),
+		RollupMemTable: clamp(budget/16, 4<<20, 64<<20),
 		MarksMemTable:  clamp(budget/64, 2<<20, 16<<20),
 		OutboxMemTable: outboxMemTable,
 		SmallCache:     smallCacheBytes,

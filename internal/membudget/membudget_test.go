@@ -10,18 +10,20 @@ func TestForDividesTheBudget(t *testing.T) {
 		budget                   int64
 		wantSeriesDays, wantPend int
 		wantStoreMemTable        int64
+		wantRollupMemTable       int64
 		wantStoreCache           int64
 	}{
-		{Min, 48_059, 10_000, 16 << 20, 16 << 20},
-		{384 << 20, 69_905, 13_981, 24 << 20, 56 << 20},
-		{Default, 91_750, 18_350, 32 << 20, 96 << 20},
-		{4 << 30, 1_647_138, 329_427, 64 << 20, 768 << 20},
-		{Max, 465_117_730, 93_023_546, 64 << 20, 3 << 36},
+		{Min, 48_059, 10_000, 32 << 20, 16 << 20, 16 << 20},
+		{384 << 20, 69_905, 13_981, 48 << 20, 24 << 20, 56 << 20},
+		{Default, 91_750, 18_350, 64 << 20, 32 << 20, 96 << 20},
+		{4 << 30, 1_647_138, 329_427, 64 << 20, 64 << 20, 768 << 20},
+		{Max, 465_117_730, 93_023_546, 64 << 20, 64 << 20, 3 << 36},
 	} {
 		p := For(tc.budget, All)
-		if p.SeriesDays != tc.wantSeriesDays || p.MaxPending != tc.wantPend || p.StoreMemTable != tc.wantStoreMemTable || p.StoreCache != tc.wantStoreCache {
-			t.Errorf("For(%d MiB): series-days %d, pending %d, memtable %d MiB, cache %d MiB; want %d, %d, %d MiB, %d MiB",
-				tc.budget>>20, p.SeriesDays, p.MaxPending, p.StoreMemTable>>20, p.StoreCache>>20, tc.wantSeriesDays, tc.wantPend, tc.wantStoreMemTable>>20, tc.wantStoreCache>>20)
+		if p.SeriesDays != tc.wantSeriesDays || p.MaxPending != tc.wantPend || p.StoreMemTable != tc.wantStoreMemTable || p.RollupMemTable != tc.wantRollupMemTable || p.StoreCache != tc.wantStoreCache {
+			t.Errorf("For(%d MiB): series-days %d, pending %d, memtables %d and %d MiB, cache %d MiB; want %d, %d, %d and %d MiB, %d MiB",
+				tc.budget>>20, p.SeriesDays, p.MaxPending, p.StoreMemTable>>20, p.RollupMemTable>>20, p.StoreCache>>20,
+				tc.wantSeriesDays, tc.wantPend, tc.wantStoreMemTable>>20, tc.wantRollupMemTable>>20, tc.wantStoreCache>>20)
 		}
 		// The parts never add up to more than the budget: the stores'
 		// most, the runtime's allowance and the Go heap limit.
