@@ -12,7 +12,7 @@
 //	raw store (pebble)      memtables B/8, 2 held            (4–64 MiB each)
 //	                        block cache 3B/16                (store.pebble.cache_bytes;
 //	                        below 512 MiB it shrinks to B/16 at 256 MiB)
-//	rollup store (embedded) memtables B/16, 2 held           (4–64 MiB each)
+//	rollup store (embedded) memtables B/32, 2 held           (16–64 MiB each)
 //	rollups                 marks' memtables B/64, 2 held    (2–16 MiB each;
 //	                        none with the raw store, whose database
 //	                        keeps the marks)
@@ -108,13 +108,15 @@ func For(budget int64, o Opens) Plan {
 	// The raw store's memtables are the larger share: every flush of its
 	// device-ordered keys overlaps the whole of the level below, which each
 	// compaction then rewrites, while the rollup store's keys, ordered by
-	// the hour first, flush into tables that barely overlap.
+	// the hour first, flush into tables that barely overlap: it has a 32nd,
+	// and the Go heap (the planner's share of it) what a larger one would
+	// take. Below 16 MiB its flushes cost more than the heap gains.
 	p := Plan{
 		Budget: budget, Opens: o,
 		StoreMemTable:  clamp(budget/8, 4<<20, 64<<20),
 		StoreMemTables: storeMemTables,
 		StoreCache:     storeCache(budget),
-		RollupMemTable: clamp(budget/16, 4<<20, 64<<20),
+		RollupMemTable: clamp(budget/32, 16<<20, 64<<20),
 		MarksMemTable:  clamp(budget/64, 2<<20, 16<<20),
 		OutboxMemTable: outboxMemTable,
 		SmallCache:     smallCacheBytes,
