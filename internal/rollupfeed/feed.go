@@ -337,13 +337,13 @@ func New(cfg Config, raw reader.Store, marks Marks, ob Outbox, dst Inserter, now
 		// These minutes were written before this start: due at once.
 		f.pending.add(m, gen, start.Add(-cfg.RollDelay))
 		f.gen = max(f.gen, gen+1)
-		f.markedTo = f.gen
 		left++
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("take up rollup marks: %w", err)
 	}
+	f.markedTo = f.gen // above every generation taken up (0: none)
 	if f.lastVersion, err = marks.Version(); err != nil {
 		return nil, fmt.Errorf("take up rollup marks: %w", err)
 	}
