@@ -331,19 +331,20 @@ func New(cfg Config, raw reader.Store, marks Marks, ob Outbox, dst Inserter, now
 		}
 		f.stager = st
 	}
-	var left int
 	start := now()
 	err := marks.Each(func(gen uint64, m rollmarks.Minute) error {
 		// These minutes were written before this start: due at once.
 		f.pending.add(m, gen, start.Add(-cfg.RollDelay))
 		f.gen = max(f.gen, gen+1)
-		left++
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("take up rollup marks: %w", err)
 	}
 	f.markedTo = f.gen // above every generation taken up (0: none)
+	// A minute marked in several generations (a commit of it, then a
+	// retried request after a roll) has a mark in each.
+	left := f.pending.compactAll()
 	if f.lastVersion, err = marks.Version(); err != nil {
 		return nil, fmt.Errorf("take up rollup marks: %w", err)
 	}

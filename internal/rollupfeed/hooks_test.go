@@ -653,3 +653,33 @@ func TestIdleFeedForgetsNothing(t *testing.T) {
 		t.Fatalf("idle again, the feed forgot marks %d more times", m-n)
 	}
 }
+
+// A minute marked again in a later generation (a retried request after a
+// roll) is taken up at start once: the pending set counts, and the start
+// logs, distinct minutes.
+func TestMarksOfOneMinuteInTwoGenerationsTakenUpOnce(t *testing.T) {
+	dir := t.TempDir()
+	raw := openRaw(t, dir)
+	emb, ob := openLocal(t)
+	defer ob.Close()
+	marks := openMarks(t, filepath.Join(dir, "marks"))
+	defer marks.Close()
+	m := func(minute int64) rollmarks.Minute {
+		return rollmarks.Minute{Tenant: "acme", Device: "a", Minute: base.UnixMilli() + minute*60_000}
+	}
+	if err := marks.Add(1, []rollmarks.Minute{m(0), m(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := marks.Add(2, []rollmarks.Minute{m(0), m(1)}); err != nil {
+		t.Fatal(err)
+	}
+	feed := startFeed(t, testConfig(), time.Now, raw, marks, ob, emb, prometheus.NewRegistry(), WithLocalBackend())
+	if got := pendingMinutes(feed); got != 2 {
+		t.Errorf("%d minutes taken up, want 2", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := feed.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

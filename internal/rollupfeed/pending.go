@@ -249,6 +249,19 @@ func (d *pendingDevice) compact() {
 	d.compacted = len(d.minutes)
 }
 
+// compactAll de-duplicates every device's minutes and returns how many
+// distinct minutes are pending.
+func (p *pendingSet) compactAll() int {
+	n := 0
+	for _, d := range p.byDevice {
+		before := len(d.minutes)
+		d.compact()
+		p.minutes -= before - len(d.minutes)
+		n += len(d.minutes)
+	}
+	return n
+}
+
 // sortedMinutes de-duplicates d's minutes and returns them sorted.
 func (d *pendingDevice) sortedMinutes() []int64 {
 	d.compact()
