@@ -56,6 +56,19 @@ func openRaw(t *testing.T, dir string) *pebblestore.Store {
 	return raw
 }
 
+// openMarked opens in dir a raw store (openRaw), a marks database
+// (dir/marks), and an embedded rollup store and outbox (openLocal), all
+// closed when the test ends.
+func openMarked(t *testing.T, dir string) (*pebblestore.Store, *rollupstore.Store, *outbox.Outbox, *rollmarks.Store) {
+	t.Helper()
+	raw := openRaw(t, dir)
+	emb, ob := openLocal(t)
+	t.Cleanup(func() { _ = ob.Close() })
+	marks := openMarks(t, filepath.Join(dir, "marks"))
+	t.Cleanup(func() { _ = marks.Close() })
+	return raw, emb, ob, marks
+}
+
 // gatedRaw is a raw store whose catalogue reads wait for gate to close,
 // saying on entered when one starts: a roller stuck on a slow store.
 type gatedRaw struct {
@@ -224,11 +237,7 @@ func copyDir(t *testing.T, from, to string) {
 // the rollups count every committed reading exactly once.
 func TestMarksTakenUpAfterCrash(t *testing.T) {
 	dir := t.TempDir()
-	raw := openRaw(t, dir)
-	emb, ob := openLocal(t)
-	defer ob.Close()
-	marks := openMarks(t, filepath.Join(dir, "marks"))
-	defer marks.Close()
+	raw, emb, ob, marks := openMarked(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	devices := writeUnrolled(ctx, t, raw, marks, ob, emb, WithLocalBackend())
@@ -658,12 +667,7 @@ func TestIdleFeedForgetsNothing(t *testing.T) {
 // roll) is taken up at start once: the pending set counts, and the start
 // logs, distinct minutes.
 func TestMarksOfOneMinuteInTwoGenerationsTakenUpOnce(t *testing.T) {
-	dir := t.TempDir()
-	raw := openRaw(t, dir)
-	emb, ob := openLocal(t)
-	defer ob.Close()
-	marks := openMarks(t, filepath.Join(dir, "marks"))
-	defer marks.Close()
+	raw, emb, ob, marks := openMarked(t, t.TempDir())
 	m := func(minute int64) rollmarks.Minute {
 		return rollmarks.Minute{Tenant: "acme", Device: "a", Minute: base.UnixMilli() + minute*60_000}
 	}
