@@ -106,6 +106,8 @@ type fleetResult struct {
 	retries     int64         // requests answered 429 or 503 and sent again
 	rawReads    float64       // range reads of the raw store made by the rollups (rollups on)
 	rolled      float64       // device-minutes the rollups recomputed
+	carried     float64       // device-minutes the rollups summed from their commit
+	emitted     float64       // rollup rows the rollups stored
 }
 
 // report reports r; a gateway's also peak RSS and retries (gateway true).
@@ -120,9 +122,11 @@ func (r fleetResult) report(b *testing.B, l fleetLoad, gateway bool) {
 	b.ReportMetric(float64(r.cpu.Microseconds())/float64(l.requests()), "CPU-µs/request")
 	b.ReportMetric(float64(r.peakRSS)/(1<<20), "peak_RSS_MiB")
 	b.ReportMetric(float64(r.retries), "retries")
-	if r.rolled > 0 {
+	if r.emitted > 0 {
 		b.ReportMetric(r.rawReads/n, "raw_reads/reading")
 		b.ReportMetric(r.rolled/n, "minutes_rolled/reading")
+		b.ReportMetric(r.carried/n, "minutes_carried/reading")
+		b.ReportMetric(r.emitted/n, "rollup_rows/reading")
 	}
 }
 
@@ -151,6 +155,7 @@ func runFleet(tb testing.TB, l fleetLoad, env ...string) fleetResult {
 		})
 	if rollups {
 		res.rawReads, res.rolled = g.metric("sluice_rollup_raw_reads_total"), g.metric("sluice_rollup_minutes_rolled_total")
+		res.carried, res.emitted = g.metric("sluice_rollup_minutes_carried_total"), g.metric("sluice_rollup_rows_emitted_total")
 	}
 	if l.Check != nil {
 		l.Check(tb, g, yesterday)
@@ -326,11 +331,14 @@ func benchFleet(b *testing.B, l fleetLoad, gateway bool, run func() fleetResult)
 		sum.retries += r.retries
 		sum.rawReads += r.rawReads
 		sum.rolled += r.rolled
+		sum.carried += r.carried
+		sum.emitted += r.emitted
 	}
 	n := time.Duration(b.N)
 	sum.acked, sum.idle, sum.cpu = sum.acked/n, sum.idle/n, sum.cpu/n
 	sum.retries /= int64(b.N)
 	sum.rawReads, sum.rolled = sum.rawReads/float64(b.N), sum.rolled/float64(b.N)
+	sum.carried, sum.emitted = sum.carried/float64(b.N), sum.emitted/float64(b.N)
 	sum.report(b, l, gateway)
 }
 

@@ -36,6 +36,10 @@ type rollups struct {
 	api     *rollupapi.Handler
 	logger  *slog.Logger
 	timeout time.Duration
+	// newMinutes: the feed sums the minutes one commit wrote whole from
+	// its rows (rollupfeed.WithCarriedMinutes), which needs the sink's
+	// sink.WithNewMinutes.
+	newMinutes bool
 }
 
 func startRollups(cfg config.Config, raw rollupfeed.Raw, logger *slog.Logger, reg prometheus.Registerer) (*rollups, error) {
@@ -83,6 +87,12 @@ func startRollups(cfg config.Config, raw rollupfeed.Raw, logger *slog.Logger, re
 		// A recompute, and verify, make one small read per device: through
 		// a session, each costs a seek instead of a new iterator.
 		raw = pebbleSessions{pb}
+		if inCommits {
+			// This gateway alone writes the embedded store, atomically:
+			// a minute one commit wrote whole is summed from its rows.
+			opts = append(opts, rollupfeed.WithCarriedMinutes())
+			r.newMinutes = true
+		}
 	}
 	if r.emb != nil {
 		// Local and durable: no outbox write per row; the outbox keeps only
@@ -106,6 +116,9 @@ func startRollups(cfg config.Config, raw rollupfeed.Raw, logger *slog.Logger, re
 func (r *rollups) sinkOptions() []sink.Option {
 	if r == nil {
 		return nil
+	}
+	if r.newMinutes {
+		return []sink.Option{sink.WithCommitHook(r.feed), sink.WithNewMinutes()}
 	}
 	return []sink.Option{sink.WithCommitHook(r.feed)}
 }

@@ -70,6 +70,7 @@ package buckets
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/sluicehq/sluice/internal/model"
 )
@@ -221,6 +222,17 @@ type Series struct {
 	active *Partition   // the partition this writer fills, nil if none
 	maxSeq int          // highest split sequence number this writer used
 	single bool         // this writer opened its single partition
+	// round is the planner's round in which before was taken: the
+	// latest timestamp the series-day held before that round's first
+	// Place in it; split says a Place of that round closed a partition
+	// (see Partition.Before).
+	round  uint64
+	before int64
+	split  bool
+	loaded uint64 // the round Load created this state in
+	// A note the sink keeps with the state (see Claim).
+	claimRound uint64
+	claimFrom  int64
 }
 
 // Planner assigns rows to partitions. It is not safe for concurrent use: the
@@ -242,11 +254,14 @@ type Planner struct {
 	// opened holds the partitions opened since TakeOpened (for the
 	// sub-buckets metric).
 	opened []Opened
+	// round counts the rounds TakeEntries ended, from 1 (a Series's
+	// round is 0 until its first Place).
+	round uint64
 }
 
 // New returns a planner with no series-day loaded.
 func New(cfg Config) *Planner {
-	return &Planner{cfg: cfg, days: make(map[model.SeriesDay]*Series), ahead: make(map[*Partition]struct{})}
+	return &Planner{cfg: cfg, days: make(map[model.SeriesDay]*Series), ahead: make(map[*Partition]struct{}), round: 1}
 }
 
 // Lookup returns the state of a loaded series-day, or nil.
@@ -266,7 +281,7 @@ func (p *Planner) Over() bool { return len(p.days) > p.cfg.MaxSeriesDays }
 // until TakeEntries. Callers load a series-day Lookup did not find; one
 // loaded again replaces the state held.
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
-	s := &Series{sd: sd, parts: make([]*Partition, 0, len(parts)), held: true}
+	s := &Series{sd: sd, parts: make([]*Partition, 0, len(parts)), held: true, loaded: p.round}
 	for _, pi := range parts {
 		// An entry marked Ahead stays a claim in the planner's state too
 		// until Reconcile replaces it with counted values.
@@ -427,7 +442,11 @@ func (p *Planner) queueIdle(s *Series) {
 // records the rows in the partition's state (see TakeEntries) and returns
 // it.
 func (p *Planner) Place(s *Series, ts int64, rows, bytes int64) (*Partition, error) {
+	if s.round != p.round {
+		s.round, s.before, s.split = p.round, s.latest(), false
+	}
 	if s.active != nil && !p.fits(s.active.info, rows, bytes) {
+		s.split = true
 		s.active.info.Closed = true
 		p.touch(s.active)
 		s.active = nil
@@ -484,8 +503,54 @@ func (p *Planner) TakeEntries(dst []Entry) []Entry {
 	clear(p.dirty)
 	p.dirty = p.dirty[:0]
 	p.evict()
+	p.round++
 	return dst
 }
+
+// latest returns the latest timestamp of s's partitions, as the planner
+// knows them (exact for what it placed, the stored entry for what it
+// loaded, which is never below the rows it covers), or math.MinInt64 if
+// they hold none.
+func (s *Series) latest() int64 {
+	t := int64(math.MinInt64)
+	for _, pt := range s.parts {
+		if pt.info.Rows > 0 {
+			t = max(t, pt.info.MaxTS)
+		}
+	}
+	return t
+}
+
+// Before returns the latest timestamp of pt's series-day (over all its
+// partitions, of every writer, as Load read them) before the round that
+// placed rows in pt began, or math.MinInt64 if it held none: no row this
+// planner handed out in an earlier round is later. whole says that every
+// row of the series-day the round placed is in pt (no partition of it was
+// closed in the round). Only meaningful for a partition Place returned in
+// the current round.
+func (pt *Partition) Before() (ts int64, whole bool) { return pt.s.before, !pt.s.split }
+
+// Series returns the state of pt's series-day.
+func (pt *Partition) Series() *Series { return pt.s }
+
+// Round returns the current round: the number of rounds TakeEntries ended,
+// plus one.
+func (p *Planner) Round() uint64 { return p.round }
+
+// Loaded returns the round in which this state of the series-day was
+// loaded: what the sink noted with SetClaim before that is gone with the
+// state it replaced (an evicted one).
+func (s *Series) Loaded() uint64 { return s.loaded }
+
+// Claim returns what the sink last noted with SetClaim (0, 0: nothing
+// since the state was loaded).
+func (s *Series) Claim() (round uint64, from int64) { return s.claimRound, s.claimFrom }
+
+// SetClaim notes, for the sink, the last round whose batch claimed new
+// minutes of the series-day and the first minute claimed by the batches
+// that may still be in flight (see sink.WithNewMinutes). The planner does
+// not read it.
+func (s *Series) SetClaim(round uint64, from int64) { s.claimRound, s.claimFrom = round, from }
 
 // save hands out entry e for pt; rows says whether the commit carrying it
 // writes rows (not a settle).

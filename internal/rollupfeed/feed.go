@@ -62,6 +62,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -249,9 +250,19 @@ type Feed struct {
 	markedTo uint64
 	batches  map[*store.Batch]marked
 	pending  pendingSet
-	lost     map[outbox.DirtyDay]struct{}
-	closed   bool
-	adding   sync.WaitGroup // marks.Add calls in progress
+	// WithCarriedMinutes: the rows of minutes summed from their commit,
+	// waiting for the next roll, and the lowest generation of their marks
+	// (when there are any).
+	carry      bool
+	carried    carried
+	carrySpare []byte   // the buffer the roller stored last, for the next
+	carryNames interner // metric and tenant names, for storeCarried (roller goroutine)
+	// carryHold is the lowest generation of carried cells that could not
+	// be stored (math.MaxUint64: none): their marks stay until restart.
+	carryHold uint64
+	lost      map[outbox.DirtyDay]struct{}
+	closed    bool
+	adding    sync.WaitGroup // marks.Add calls in progress
 }
 
 // ErrClosed is returned by BeforeCommit once Close began: the commit is
@@ -266,6 +277,7 @@ var ErrMarksBusy = errors.New("rollup marks still being written")
 type marked struct {
 	gen     uint64
 	minutes []rollmarks.Minute
+	ends    []int // where each readings partition's minutes end in minutes
 }
 
 // Option changes how a Feed works.
@@ -309,16 +321,17 @@ func WithLocalBackend() Option {
 func New(cfg Config, raw reader.Store, marks Marks, ob Outbox, dst Inserter, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer, opts ...Option) (*Feed, error) {
 	f := &Feed{
 		cfg: cfg, ob: ob, dst: dst, raw: raw, marks: marks, now: now, logger: logger,
-		wake:     make(chan struct{}, 1),
-		rollNow:  make(chan struct{}, 1),
-		stopRoll: make(chan struct{}),
-		rollDone: make(chan struct{}),
-		shpDone:  make(chan struct{}),
-		inflight: make(map[uint64]int),
-		batches:  make(map[*store.Batch]marked),
-		pending:  newPendingSet(),
-		lost:     make(map[outbox.DirtyDay]struct{}),
-		sessions: sessionsOf(raw),
+		wake:      make(chan struct{}, 1),
+		rollNow:   make(chan struct{}, 1),
+		stopRoll:  make(chan struct{}),
+		rollDone:  make(chan struct{}),
+		shpDone:   make(chan struct{}),
+		inflight:  make(map[uint64]int),
+		batches:   make(map[*store.Batch]marked),
+		pending:   newPendingSet(),
+		carryHold: math.MaxUint64,
+		lost:      make(map[outbox.DirtyDay]struct{}),
+		sessions:  sessionsOf(raw),
 	}
 	f.room = sync.NewCond(&f.mu)
 	for _, o := range opts {
@@ -363,9 +376,10 @@ func New(cfg Config, raw reader.Store, marks Marks, ob Outbox, dst Inserter, now
 	return f, nil
 }
 
-// minutesOf lists the distinct device-minutes a batch writes readings to.
-func minutesOf(b *store.Batch) []rollmarks.Minute {
-	var out []rollmarks.Minute
+// minutesOf lists the distinct device-minutes a batch writes readings to,
+// partition by partition: ends holds where each partition with readings
+// ends in out.
+func minutesOf(b *store.Batch) (out []rollmarks.Minute, ends []int) {
 	for _, pw := range b.Partitions {
 		if pw.Key.Kind != model.KindReadings || len(pw.Readings) == 0 {
 			continue
@@ -382,8 +396,9 @@ func minutesOf(b *store.Batch) []rollmarks.Minute {
 		part := out[first:]
 		slices.SortFunc(part, func(a, b rollmarks.Minute) int { return cmp.Compare(a.Minute, b.Minute) })
 		out = out[:first+len(slices.CompactFunc(part, func(a, b rollmarks.Minute) bool { return a.Minute == b.Minute }))]
+		ends = append(ends, len(out))
 	}
-	return out
+	return out, ends
 }
 
 // BeforeCommit marks, synced, the minutes b writes readings to, before b
@@ -393,7 +408,7 @@ func minutesOf(b *store.Batch) []rollmarks.Minute {
 // the roller (counted in sluice_rollup_queue_wait_seconds_total). Once
 // Close began it refuses the commit (ErrClosed).
 func (f *Feed) BeforeCommit(b *store.Batch) error {
-	ms := minutesOf(b)
+	ms, ends := minutesOf(b)
 	if len(ms) == 0 {
 		return nil
 	}
@@ -411,7 +426,7 @@ func (f *Feed) BeforeCommit(b *store.Batch) error {
 	}
 	g := f.gen
 	f.inflight[g]++
-	f.batches[b] = marked{gen: g, minutes: ms}
+	f.batches[b] = marked{gen: g, minutes: ms, ends: ends}
 	f.markedTo = max(f.markedTo, g+1)
 	if f.stager != nil {
 		f.mu.Unlock()
@@ -435,7 +450,9 @@ func (f *Feed) BeforeCommit(b *store.Batch) error {
 }
 
 // AfterCommit learns that b is durable (or failed): its minutes become due
-// RollDelay from now, or PastRollDelay for a minute long past (pastDue).
+// RollDelay from now, or PastRollDelay for a minute long past (pastDue);
+// WithCarriedMinutes, the minutes it alone wrote are summed from its rows
+// instead, and stored on the next roll.
 func (f *Feed) AfterCommit(b *store.Batch, err error) {
 	f.mu.Lock()
 	mk, ok := f.batches[b]
@@ -447,12 +464,34 @@ func (f *Feed) AfterCommit(b *store.Batch, err error) {
 	// A failed commit is recomputed too: on a store that is not atomic
 	// (Cassandra) some of its rows may be stored.
 	now := f.now()
-	for _, m := range mk.minutes {
-		f.pending.add(m, mk.gen, f.pastDue(m.Minute, now))
+	carried, start, k := 0, 0, 0
+	for i := range b.Partitions {
+		pw := &b.Partitions[i]
+		if pw.Key.Kind != model.KindReadings || len(pw.Readings) == 0 {
+			continue
+		}
+		end := mk.ends[k]
+		k++
+		from := int64(math.MaxInt64)
+		if f.carry && err == nil {
+			from = f.carryLocked(pw, mk.gen, now)
+		}
+		for _, m := range mk.minutes[start:end] {
+			if m.Minute >= from {
+				carried++
+				continue
+			}
+			f.pending.add(m, mk.gen, f.pastDue(m.Minute, now))
+		}
+		start = end
 	}
+	f.carried.minutes += carried
 	f.finishGen(mk.gen)
-	over := f.pending.weight() > f.cfg.MaxPending
+	over := f.pending.weight() > f.cfg.MaxPending || len(f.carried.b) >= carryBytes/2
 	f.mu.Unlock()
+	if carried > 0 {
+		f.m.carried.Add(float64(carried))
+	}
 	if over {
 		select {
 		case f.rollNow <- struct{}{}:

@@ -83,7 +83,12 @@ type rig struct {
 	reg  *prometheus.Registry
 }
 
-func newRig(t *testing.T, dst Inserter) *rig {
+func newRig(t *testing.T, dst Inserter) *rig { return newRigWith(t, dst, false) }
+
+// newRigWith is newRig, with minutes one commit wrote whole summed from
+// that commit (WithCarriedMinutes, sink.WithNewMinutes) if carry is set,
+// as the gateway runs on the embedded store.
+func newRigWith(t *testing.T, dst Inserter, carry bool) *rig {
 	dir := t.TempDir()
 	raw, err := pebblestore.Open(filepath.Join(dir, "raw"), pebblestore.Options{NoSync: true}, quiet)
 	if err != nil {
@@ -100,10 +105,15 @@ func newRig(t *testing.T, dst Inserter) *rig {
 	if _, ok := dst.(*rollupstore.Store); ok {
 		opts = append(opts, WithLocalBackend()) // as the gateway runs it
 	}
+	sinkOpts := []sink.Option{}
+	if carry {
+		opts = append(opts, WithCarriedMinutes())
+		sinkOpts = append(sinkOpts, sink.WithNewMinutes())
+	}
 	// Recomputes read through sessions, as the gateway runs them on Pebble.
 	feed := newFeed(t, cfg, sessionStore{raw}, filepath.Join(dir, "marks"), ob, dst, reg, opts...)
 	scfg := sink.DefaultConfig()
-	sk := sink.New(scfg, buckets.DefaultConfig(), raw, quiet, reg, sink.WithCommitHook(feed))
+	sk := sink.New(scfg, buckets.DefaultConfig(), raw, quiet, reg, append(sinkOpts, sink.WithCommitHook(feed))...)
 	r := &rig{raw: raw, ob: ob, feed: feed, sink: sk, reg: reg}
 	t.Cleanup(func() {
 		r.close(t)

@@ -15,6 +15,7 @@ var dropReasons = []string{"outbox_full", "outbox_error", "corrupt", "recompute_
 type metrics struct {
 	emitted     prometheus.Counter
 	rolled      prometheus.Counter
+	carried     prometheus.Counter
 	rawReads    prometheus.Counter
 	rawReadings prometheus.Counter
 	rollErrors  prometheus.Counter
@@ -28,7 +29,10 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer, ob Outbox, f *Feed) *metrics {
 	m := &metrics{
 		emitted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_rollup_rows_emitted_total", Help: "Rollup rows recomputed from the raw store and handed to the rollup backend or its outbox.",
+			Name: "sluice_rollup_rows_emitted_total", Help: "Rollup rows recomputed from the raw store, or summed from the one commit that wrote their minute, and handed to the rollup backend or its outbox.",
+		}),
+		carried: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_rollup_minutes_carried_total", Help: "Device-minutes summed from the one commit that wrote them, without reading the raw store back (embedded store).",
 		}),
 		rolled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_rollup_minutes_rolled_total", Help: "Device-minutes recomputed from the raw store.",
@@ -68,7 +72,7 @@ func newMetrics(reg prometheus.Registerer, ob Outbox, f *Feed) *metrics {
 	}
 	lag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_rollup_lag_seconds",
-		Help: "How long the oldest pending device-minute has waited for its recompute (0 when none waits).",
+		Help: "How long the oldest pending device-minute has waited for its recompute, or a carried one to be stored (0 when none waits).",
 	}, func() float64 { return f.lag().Seconds() })
 	depthRows := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_rollup_outbox_rows", Help: "Rollup rows waiting in the durable outbox for the rollup backend.",
@@ -77,7 +81,7 @@ func newMetrics(reg prometheus.Registerer, ob Outbox, f *Feed) *metrics {
 		Name: "sluice_rollup_outbox_bytes", Help: "Bytes of rollup rows waiting in the durable outbox.",
 	}, func() float64 { return float64(ob.Depth().Bytes) })
 	if reg != nil {
-		reg.MustRegister(m.emitted, m.rolled, m.rawReads, m.rawReadings, m.rollErrors, m.shipped, m.shipErrors, m.dropped, m.pending, m.queueWait, lag, depthRows, depthBytes)
+		reg.MustRegister(m.emitted, m.rolled, m.carried, m.rawReads, m.rawReadings, m.rollErrors, m.shipped, m.shipErrors, m.dropped, m.pending, m.queueWait, lag, depthRows, depthBytes)
 	}
 	return m
 }
@@ -87,6 +91,9 @@ func (f *Feed) lag() time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t := f.pending.oldestSince()
+	if c := f.carried.since; len(f.carried.b) > 0 && (t.IsZero() || c.Before(t)) {
+		t = c
+	}
 	if t.IsZero() {
 		return 0
 	}

@@ -67,9 +67,9 @@ func retryAfter(n int) time.Duration {
 func (f *Feed) finalRoll(ctx context.Context) {
 	for ctx.Err() == nil {
 		f.mu.Lock()
-		left := f.pending.minutes
+		left, carried := f.pending.minutes, f.carried.minutes
 		f.mu.Unlock()
-		if left == 0 {
+		if left == 0 && carried == 0 {
 			break
 		}
 		if _, done := f.roll(ctx, true); done == 0 {
@@ -82,8 +82,10 @@ func (f *Feed) finalRoll(ctx context.Context) {
 
 // roll takes the due devices (all with force), recomputes their marked
 // minutes from the raw store and stores the rows, then forgets the marks
-// no pending or in-flight minute needs. It reports whether it stopped at
-// its limit with more due, and how many devices it recomputed.
+// no pending or in-flight minute needs; it also stores the carried rows
+// (WithCarriedMinutes). It reports whether it stopped at its limit with
+// more due, and how many devices it recomputed (one more when it stored
+// carried rows).
 func (f *Feed) roll(ctx context.Context, force bool) (more bool, done int) {
 	now := f.now()
 	f.mu.Lock()
@@ -96,6 +98,7 @@ func (f *Feed) roll(ctx context.Context, force bool) (more bool, done int) {
 	// about a batch's worth of rows at a time.
 	limit := max(1, f.cfg.BatchRows/8)
 	devs := f.pending.take(now, due, f.cfg.MaxPending, limit, force)
+	carried := f.takeCarried()
 	taken := countMinutes(devs)
 	// Only a roll cut short by its limit calls for another at once (a
 	// device waiting to retry must not make the roller spin).
@@ -103,7 +106,15 @@ func (f *Feed) roll(ctx context.Context, force bool) (more bool, done int) {
 	f.m.pending.Set(float64(f.pending.minutes))
 	f.room.Broadcast()
 	f.mu.Unlock()
-	if len(devs) > 0 {
+	if len(devs) > 0 || carried.minutes > 0 {
+		// Carried rows are of commits that are durable, and older than
+		// any recompute of this roll, or a later one, that reads another
+		// commit of their minute (WithCarriedMinutes): they take the
+		// lower version.
+		var carriedVersion uint64
+		if carried.minutes > 0 {
+			carriedVersion = f.version()
+		}
 		// Every commit that became durable before this moment is read
 		// below; the rows carry it as their version, so that of two
 		// gateways' recomputes of a minute the later read wins, whichever
@@ -112,8 +123,25 @@ func (f *Feed) roll(ctx context.Context, force bool) (more bool, done int) {
 		version := f.version()
 		if err := f.marks.SetVersion(version); err != nil {
 			f.logger.Error("keep the rollup version; recompute retried on the next roll", "err", err)
+			f.mu.Lock()
+			f.putCarriedBack(carried)
+			f.mu.Unlock()
 			f.requeue(devs, gen, now, false)
 			return false, 0
+		}
+		if carried.minutes > 0 {
+			buf, err := f.storeCarried(carried, carriedVersion)
+			f.mu.Lock()
+			if err != nil {
+				// Not expected (a bug): the marks of these minutes are
+				// kept, and the next start recomputes them; carrying stops.
+				f.logger.Error("store carried rollups; their minutes are recomputed at the next start", "minutes", carried.minutes, "err", err)
+				f.carry = false
+				f.carryHold = min(f.carryHold, carried.gen)
+			}
+			f.carrySpare = buf[:0]
+			f.mu.Unlock()
+			done++
 		}
 		rows, failed := f.recompute(ctx, devs, version)
 		for _, r := range rows {
@@ -121,7 +149,7 @@ func (f *Feed) roll(ctx context.Context, force bool) (more bool, done int) {
 			f.store(r)
 			f.putRows(r)
 		}
-		done = len(devs) - len(failed)
+		done += len(devs) - len(failed)
 		f.requeue(failed, gen, now, true)
 	}
 	f.forget()
@@ -338,6 +366,10 @@ func (f *Feed) forget() {
 	for g := range f.inflight {
 		below = min(below, g)
 	}
+	if len(f.carried.b) > 0 {
+		below = min(below, f.carried.gen)
+	}
+	below = min(below, f.carryHold)
 	done := below <= f.forgot
 	if !done && f.markedTo <= f.forgot {
 		// No mark in any generation from forgot on: nothing to delete.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/reader"
@@ -88,6 +89,19 @@ type interner struct{ m map[string]string }
 
 // maxInterned bounds an interner: past it, it starts again empty.
 const maxInterned = 1024
+
+// str is of for a name that is a string already.
+func (in *interner) str(name string) string {
+	if s, ok := in.m[name]; ok {
+		return s
+	}
+	if in.m == nil || len(in.m) >= maxInterned {
+		in.m = make(map[string]string, 64)
+	}
+	s := strings.Clone(name)
+	in.m[s] = s
+	return s
+}
 
 func (in *interner) of(b []byte) string {
 	if s, ok := in.m[string(b)]; ok {

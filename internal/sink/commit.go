@@ -75,14 +75,16 @@ func (s *Sink) committer() {
 		s.landed = append(s.landed, bt.entries...)
 		delete(s.flight, bt)
 		s.mu.Unlock()
-		bt.err = err
-		close(bt.done)
 		// The hook hears of the commit before its requests are answered, so
 		// that a write that returned is already in the hook's hands (the
-		// rollups' pending minutes, with their due time from the commit).
+		// rollups' pending minutes, with their due time from the commit),
+		// and before the batches waiting for this one go on
+		// (WithNewMinutes).
 		if hooked {
 			s.hook.AfterCommit(&bt.b, err)
 		}
+		bt.err = err
+		close(bt.done)
 		for _, p := range bt.waiters {
 			s.finish(p, dupResult(p, err))
 		}

@@ -223,6 +223,7 @@ func (s *Sink) plan(group []*pending) {
 		bt.waiters = append(bt.waiters, p)
 	}
 	parts := s.writes(bt, all)
+	round := s.planner.Round() // the round TakeEntries ends
 	entries := s.planner.TakeEntries(s.entries[:0])
 	defer func() {
 		// Kept for the next round, emptied: submit copied what it needs
@@ -240,6 +241,9 @@ func (s *Sink) plan(group []*pending) {
 		return
 	}
 	s.submit(bt, entries, parts)
+	if bt.claims {
+		s.claimers = append(s.claimers, claimer{round: round, bt: bt})
+	}
 }
 
 // placed is one placed reading (its rows) or audit event of a request.
@@ -287,6 +291,7 @@ func (s *Sink) writes(bt *batch, all []placed) map[*buckets.Partition]int {
 	for j, pt := range order {
 		bt.b.Partitions[j].Key = pt.Key()
 	}
+
 	rows := make([]model.ReadingRow, readings)
 	evs := make([]model.AuditEvent, events)
 	for j := range bt.b.Partitions {
@@ -306,6 +311,9 @@ func (s *Sink) writes(bt *batch, all []placed) map[*buckets.Partition]int {
 		} else {
 			pw.Readings = model.AppendReadingRows(pw.Readings, pl.req.Readings[pl.idx])
 		}
+	}
+	if s.newMinutes {
+		bt.claims = s.markNew(bt, order)
 	}
 	return parts
 }

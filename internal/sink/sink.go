@@ -207,6 +207,8 @@ type batch struct {
 	days map[model.SeriesDay]struct{} // series-days of its catalogue entries
 	done chan struct{}                // closed once committed or failed; err is then set
 	err  error
+	// claims says the batch claimed new minutes (WithNewMinutes).
+	claims bool
 }
 
 // Sink is the write pipeline. Create it with New, stop it with Close.
@@ -262,6 +264,11 @@ type Sink struct {
 	partIdx map[*buckets.Partition]int
 	rowPart []int32
 	entries []buckets.Entry
+
+	// WithNewMinutes (flusher goroutine): the batches that claimed new
+	// minutes and may be in flight, in the order they were planned.
+	newMinutes bool
+	claimers   []claimer
 }
 
 // WithAuditGate has Write refuse a request, storing nothing, when gate

@@ -20,6 +20,15 @@ type PartitionWrite struct {
 	Key      model.PartitionKey
 	Readings []model.ReadingRow // Key.Kind == KindReadings
 	Events   []model.AuditEvent // Key.Kind == KindAudit
+	// NewFrom, when not zero, says that no reading of the series-day at
+	// or after it was written (or is being written) by any batch but this
+	// one, and that this is the batch's only write to the series-day: the
+	// readings here at or after NewFrom are, once the batch is durable, all
+	// the store holds of the series-day from NewFrom on, until a later
+	// batch writes more. math.MinInt64 says it of every reading. The
+	// sink sets it when asked (sink.WithNewMinutes), on a minute boundary;
+	// stores ignore it.
+	NewFrom int64
 }
 
 // Batch is one atomic, durable commit: the rows grouped by partition and the

@@ -1,0 +1,152 @@
+package sink
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+// newFromHook records the NewFrom of every readings partition a batch
+// writes, and when each batch's AfterCommit ran, by the device and
+// timestamp of its first reading.
+type newFromHook struct {
+	mu     sync.Mutex
+	froms  map[string][]int64 // device -> NewFrom of each batch writing it, in commit order
+	events []string
+}
+
+func (h *newFromHook) BeforeCommit(b *store.Batch) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, pw := range b.Partitions {
+		if pw.Key.Kind == model.KindReadings {
+			h.froms[pw.Key.Series] = append(h.froms[pw.Key.Series], pw.NewFrom)
+		}
+	}
+	h.events = append(h.events, "commit "+name(b))
+	return nil
+}
+
+func (h *newFromHook) AfterCommit(b *store.Batch, _ error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, "after "+name(b))
+}
+
+func name(b *store.Batch) string {
+	for _, pw := range b.Partitions {
+		return pw.Key.Series
+	}
+	return ""
+}
+
+func TestNewFrom(t *testing.T) {
+	minute := func(m int64) int64 { return base + m*minuteMillis }
+	tests := []struct {
+		name  string
+		batch [][]int64 // the timestamps of a device's readings, a request (and batch) each
+		want  []int64   // the NewFrom of each
+	}{
+		{name: "first write", batch: [][]int64{{minute(5) + 10}}, want: []int64{math.MinInt64}},
+		{name: "later minute", batch: [][]int64{{minute(5) + 10}, {minute(7)}}, want: []int64{math.MinInt64, minute(6)}},
+		{name: "same minute again", batch: [][]int64{{minute(5) + 10}, {minute(5) + 20}}, want: []int64{math.MinInt64, minute(6)}},
+		{name: "late reading", batch: [][]int64{{minute(9)}, {minute(3)}}, want: []int64{math.MinInt64, minute(10)}},
+		{name: "several minutes", batch: [][]int64{{minute(1), minute(2) + 5, minute(2) + 7}, {minute(2) + 9, minute(4)}}, want: []int64{math.MinInt64, minute(3)}},
+		// testBuckets closes a partition at 20 rows: a batch of 25 readings
+		// writes two, neither of which holds all of its new minutes.
+		{name: "split in the batch", batch: [][]int64{seq(minute(1), 25)}, want: []int64{0, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &newFromHook{froms: map[string][]int64{}}
+			s := start(t, testConfig(), testBuckets(), tempStore(t), WithCommitHook(h), WithNewMinutes())
+			for _, tss := range tt.batch {
+				var rs []model.Reading
+				for _, ts := range tss {
+					rs = append(rs, reading("dev", ts, "a"))
+				}
+				if err := s.Write(context.Background(), &Request{Tenant: tenant, Readings: rs}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if got := h.froms["dev"]; !slices.Equal(got, tt.want) {
+				t.Errorf("NewFrom = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func seq(from int64, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = from + int64(i)
+	}
+	return out
+}
+
+// A batch that writes to a minute a batch in flight claimed as new is
+// committed only once that batch's commit and AfterCommit returned, so
+// that the hook's sums of the claimed minute never miss it; batches that
+// write other series-days, or only new minutes of the same one, go on.
+func TestNewMinutesClaimsOrderCommits(t *testing.T) {
+	g := newGate()
+	defer g.open()
+	hs := &hookStore{Store: tempStore(t), hook: func(n int, _ *store.Batch) error {
+		if n == 1 {
+			g.wait()
+		}
+		return nil
+	}}
+	h := &newFromHook{froms: map[string][]int64{}}
+	s := start(t, testConfig(), testBuckets(), hs, WithCommitHook(h), WithNewMinutes())
+	minute := func(m int64) int64 { return base + m*minuteMillis }
+	write := func(rs ...model.Reading) error {
+		return s.Write(context.Background(), &Request{Tenant: tenant, Readings: rs})
+	}
+	// These must not wait for the held commit: a minute is plenty.
+	writeFree := func(rs ...model.Reading) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return s.Write(ctx, &Request{Tenant: tenant, Readings: rs})
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- write(reading("a", minute(5), "t")) }() // claims a's minute 5, held in its commit
+	waitFor(t, "the first commit", func() bool { return hs.commits.Load() == 1 })
+	if err := writeFree(reading("c", minute(5), "t")); err != nil { // another series-day
+		t.Fatal(err)
+	}
+	if err := writeFree(reading("y", minute(1), "t"), reading("a", minute(9), "t")); err != nil { // a new minute of a
+		t.Fatal(err)
+	}
+	go func() { errs <- write(reading("z", minute(1), "t"), reading("a", minute(5)+1, "t")) }() // a's claimed minute
+	waitFor(t, "the batch writing the claimed minute planned", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for bt := range s.flight {
+			if name(&bt.b) == "z" {
+				return len(bt.after) > 0
+			}
+		}
+		return false
+	})
+	g.open()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	after, commit := slices.Index(h.events, "after a"), slices.Index(h.events, "commit z")
+	if after < 0 || commit < after {
+		t.Errorf("the batch writing a's claimed minute was committed before the claimer's AfterCommit: %v", h.events)
+	}
+}
