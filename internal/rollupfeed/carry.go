@@ -56,21 +56,31 @@ type carried struct {
 }
 
 // carryLocked appends to f.carried the cells of pw's minutes from
-// pw.NewFrom on, the marks of gen, and returns the start of the first
+// pw.NewFrom on (from the minute after it if that one has not ended at
+// now), the marks of gen, and returns the start of the first
 // minute it carried: math.MaxInt64 when it carried none, every minute of
 // pw then being recomputed as usual. The caller counts the minutes in
 // f.carried.minutes. f.mu is held.
 func (f *Feed) carryLocked(pw *store.PartitionWrite, gen uint64, now time.Time) int64 {
-	if pw.NewFrom == 0 {
+	from := pw.NewFrom
+	if from == 0 {
 		return math.MaxInt64
+	}
+	if from != math.MinInt64 && from+rollup.MinuteMillis > now.UnixMilli() {
+		// The first new minute has not ended, and the device wrote the
+		// minute before it: one writing several times a minute, live,
+		// whose further writes to the minute its recompute waits for
+		// (carried, the minute would be stored twice). A later minute
+		// follows a minute with no write: a device writing less often.
+		from += rollup.MinuteMillis
 	}
 	// The cells the raw store keeps of the write, in (ts, metric) order:
 	// what a read of it hands out.
 	rows := store.LastOfEachCell(pw.Readings)
-	if len(rows) == 0 || rollup.MinuteOf(rows[len(rows)-1].TS) < pw.NewFrom {
+	if len(rows) == 0 || rollup.MinuteOf(rows[len(rows)-1].TS) < from {
 		return math.MaxInt64
 	}
-	i := sort.Search(len(rows), func(i int) bool { return rollup.MinuteOf(rows[i].TS) >= pw.NewFrom })
+	i := sort.Search(len(rows), func(i int) bool { return rollup.MinuteOf(rows[i].TS) >= from })
 	size := 3*binary.MaxVarintLen64 + len(pw.Key.Tenant) + len(pw.Key.Series)
 	for j := i; j < len(rows); j++ {
 		size += 2*binary.MaxVarintLen64 + 1 + len(rows[j].Metric) + 8 + len(rows[j].Str)
@@ -103,7 +113,7 @@ func (f *Feed) carryLocked(pw *store.PartitionWrite, gen uint64, now time.Time) 
 		}
 	}
 	c.b = b
-	return pw.NewFrom
+	return from
 }
 
 func appendString(b []byte, s string) []byte {

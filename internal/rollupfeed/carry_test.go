@@ -3,6 +3,7 @@ package rollupfeed
 import (
 	"cmp"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,8 @@ func TestCarriedRowsAsRecomputed(t *testing.T) {
 	tests := []struct {
 		name     string
 		requests [][]model.Reading
-		carried  int // minutes summed from their commit
+		carried  int  // minutes summed from their commit
+		live     bool // the readings are days ahead of the clock, not in the past
 	}{
 		{name: "a reading a minute", requests: [][]model.Reading{
 			{reading("a", at(0, 5), f("t", 1), f("h", 2)), reading("b", at(0, 7), f("t", 3))},
@@ -66,10 +68,26 @@ func TestCarriedRowsAsRecomputed(t *testing.T) {
 		{name: "minutes of two days", requests: [][]model.Reading{
 			{reading("a", at(-1, 0), f("t", 1)), reading("a", at(0, 0), f("t", 2))},
 		}, carried: 2},
+		// Minutes that have not ended (here: a device's clock ahead). A
+		// device that wrote the minute before waits for its recompute;
+		// one whose minute before had no write is carried.
+		{name: "live minutes", live: true, requests: [][]model.Reading{
+			{reading("a", at(0, 0), f("t", 1)), reading("b", at(0, 0), f("t", 1))},
+			{reading("a", at(0, 10), f("t", 2)), reading("b", at(2, 0), f("t", 2))},
+			{reading("a", at(0, 20), f("t", 3)), reading("b", at(3, 0), f("t", 3))},
+			{reading("a", at(1, 0), f("t", 4)), reading("b", at(3, 30), f("t", 4))},
+		}, carried: 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
+			var shift int64
+			if tt.live {
+				// Days ahead, so that a minute and the one before are on
+				// one day as for the others.
+				shift = time.Now().Add(48*time.Hour).Truncate(24*time.Hour).Sub(base).Milliseconds()
+			}
+			at := func(min, sec int) int64 { return at(min, sec) + shift }
 			rows := func(carry bool) []rollup.Row {
 				dst, err := rollupstore.Open(t.TempDir(), quiet)
 				if err != nil {
@@ -78,6 +96,10 @@ func TestCarriedRowsAsRecomputed(t *testing.T) {
 				defer dst.Close()
 				r := newRigWith(t, dst, carry)
 				for _, req := range tt.requests {
+					req = slices.Clone(req)
+					for i := range req {
+						req[i].TS += shift
+					}
 					if err := r.sink.Write(ctx, &sink.Request{Tenant: "acme", Readings: req}); err != nil {
 						t.Fatal(err)
 					}
