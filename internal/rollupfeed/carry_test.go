@@ -85,7 +85,7 @@ func TestCarriedRowsAsRecomputed(t *testing.T) {
 			if tt.live {
 				// Days ahead, so that a minute and the one before are on
 				// one day as for the others.
-				shift = time.Now().Add(48*time.Hour).Truncate(24*time.Hour).Sub(base).Milliseconds()
+				shift = time.Now().Add(48 * time.Hour).Truncate(24 * time.Hour).Sub(base).Milliseconds()
 			}
 			at := func(min, sec int) int64 { return at(min, sec) + shift }
 			rows := func(carry bool) []rollup.Row {
