@@ -226,10 +226,9 @@ type Series struct {
 	// latest timestamp the series-day held before that round's first
 	// Place in it; split says a Place of that round closed a partition
 	// (see Partition.Before).
+	split  bool
 	round  uint64
 	before int64
-	split  bool
-	loaded uint64 // the round Load created this state in
 	// A note the sink keeps with the state (see Claim).
 	claimRound uint64
 	claimFrom  int64
@@ -281,7 +280,9 @@ func (p *Planner) Over() bool { return len(p.days) > p.cfg.MaxSeriesDays }
 // until TakeEntries. Callers load a series-day Lookup did not find; one
 // loaded again replaces the state held.
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
-	s := &Series{sd: sd, parts: make([]*Partition, 0, len(parts)), held: true, loaded: p.round}
+	// What the sink noted with the state it replaces, if any, is gone: as
+	// if every minute was claimed in this round (see Claim).
+	s := &Series{sd: sd, parts: make([]*Partition, 0, len(parts)), held: true, claimRound: p.round, claimFrom: math.MinInt64}
 	for _, pi := range parts {
 		// An entry marked Ahead stays a claim in the planner's state too
 		// until Reconcile replaces it with counted values.
@@ -537,13 +538,10 @@ func (pt *Partition) Series() *Series { return pt.s }
 // plus one.
 func (p *Planner) Round() uint64 { return p.round }
 
-// Loaded returns the round in which this state of the series-day was
-// loaded: what the sink noted with SetClaim before that is gone with the
-// state it replaced (an evicted one).
-func (s *Series) Loaded() uint64 { return s.loaded }
-
-// Claim returns what the sink last noted with SetClaim (0, 0: nothing
-// since the state was loaded).
+// Claim returns what the sink last noted with SetClaim. A state Load
+// made starts with the round it was loaded in and math.MinInt64: what
+// the sink noted with a state it replaced (an evicted one) is gone, so
+// every minute counts as claimed by the batches planned before.
 func (s *Series) Claim() (round uint64, from int64) { return s.claimRound, s.claimFrom }
 
 // SetClaim notes, for the sink, the last round whose batch claimed new

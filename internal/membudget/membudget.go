@@ -24,7 +24,7 @@
 //	Go heap limit           what is left (runtime/debug.SetMemoryLimit); in a
 //	                        build without cgo Pebble allocates in the Go heap,
 //	                        and the limit includes its terms
-//	  series-days           a 4th of the Go heap limit, 480 B each
+//	  series-days           a 4th of the Go heap limit, 512 B each
 //	  pending minutes       a 24th of it, 2 × 200 B per rollups.max_pending
 //
 // The rest of the Go heap limit is for requests in flight (bounded by their
@@ -48,8 +48,10 @@ const Max = 1 << 40
 
 const (
 	// SeriesDayBytes is what the bucket planner holds per series-day,
-	// measured at a million devices a day (Series, Partition, map entry).
-	SeriesDayBytes = 480
+	// measured at a million devices a day (Series, Partition, map entry):
+	// 480 B, and 32 B more since a series-day's state keeps what its
+	// last round claimed as new minutes (sink.WithNewMinutes).
+	SeriesDayBytes = 512
 	// PendingBytes is what one pending device-minute holds when it is its
 	// own device's only one (the device, its map entry, list links, the
 	// minute). rollups.max_pending counts minutes; up to twice as many are

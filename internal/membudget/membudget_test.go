@@ -13,11 +13,11 @@ func TestForDividesTheBudget(t *testing.T) {
 		wantRollupMemTable       int64
 		wantStoreCache           int64
 	}{
-		{Min, 48_059, 10_000, 32 << 20, 16 << 20, 16 << 20},
-		{384 << 20, 78_643, 15_728, 48 << 20, 16 << 20, 56 << 20},
-		{Default, 109_226, 21_845, 64 << 20, 16 << 20, 96 << 20},
-		{4 << 30, 1_647_138, 329_427, 64 << 20, 64 << 20, 768 << 20},
-		{Max, 465_117_730, 93_023_546, 64 << 20, 64 << 20, 3 << 36},
+		{Min, 45_056, 10_000, 32 << 20, 16 << 20, 16 << 20},
+		{384 << 20, 73_728, 15_728, 48 << 20, 16 << 20, 56 << 20},
+		{Default, 102_400, 21_845, 64 << 20, 16 << 20, 96 << 20},
+		{4 << 30, 1_544_192, 329_427, 64 << 20, 64 << 20, 768 << 20},
+		{Max, 436_047_872, 93_023_546, 64 << 20, 64 << 20, 3 << 36},
 	} {
 		p := For(tc.budget, All)
 		if p.SeriesDays != tc.wantSeriesDays || p.MaxPending != tc.wantPend || p.StoreMemTable != tc.wantStoreMemTable || p.RollupMemTable != tc.wantRollupMemTable || p.StoreCache != tc.wantStoreCache {

@@ -62,8 +62,8 @@ func newFrom(before int64) int64 {
 // (buckets.Series.SetClaim): the last claiming round, and the first
 // minute claimed by the claimers that may still be in flight. A state
 // loaded since the oldest claimer in flight (its series-day was evicted
-// and read again) may have lost its note: a batch writing to it before
-// its NewFrom then waits for every claimer planned before the load.
+// and read again) has lost its note: a batch writing to it before its
+// NewFrom then waits for every claimer planned before the load.
 func (s *Sink) markNew(bt *batch, order []*buckets.Partition) (claimed bool) {
 	s.pruneClaimers()
 	oldest := uint64(math.MaxUint64)
@@ -94,13 +94,9 @@ func (s *Sink) markNew(bt *batch, order []*buckets.Partition) (claimed bool) {
 		}
 		sr := pt.Series()
 		cr, from := sr.Claim()
-		inFlight := cr != 0 && cr >= oldest
+		inFlight := cr >= oldest
 		if inFlight && lo <= old && old >= from {
 			waitTo = max(waitTo, cr)
-		}
-		if sr.Loaded() > oldest && lo <= old {
-			// Claims made before the state was loaded are not noted.
-			waitTo = max(waitTo, sr.Loaded()-1)
 		}
 		if pw.NewFrom == 0 || hi < pw.NewFrom {
 			continue
