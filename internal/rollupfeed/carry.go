@@ -121,9 +121,12 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// takeCarried returns the carried cells and leaves the spare buffer to
-// fill. f.mu is held.
+// takeCarried returns the carried cells, if any, and leaves the spare
+// buffer to fill. f.mu is held.
 func (f *Feed) takeCarried() carried {
+	if len(f.carried.b) == 0 {
+		return carried{}
+	}
 	c := f.carried
 	f.carried = carried{b: f.carrySpare[:0]}
 	f.carrySpare = nil

@@ -3,8 +3,12 @@ package rollupfeed
 import (
 	"cmp"
 	"context"
+	"errors"
+	"math"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,7 +16,10 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/rollmarks"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/rollupstore"
 	"github.com/sluicehq/sluice/internal/sink"
@@ -135,5 +142,76 @@ func TestCarriedRowsAsRecomputed(t *testing.T) {
 				t.Errorf("carried rollups differ from recomputed ones (-recomputed +carried):\n%s", diff)
 			}
 		})
+	}
+}
+
+// versionFailingMarks fails SetVersion while fail is set.
+type versionFailingMarks struct {
+	*rollmarks.Store
+	fail atomic.Bool
+}
+
+func (m *versionFailingMarks) SetVersion(v uint64) error {
+	if m.fail.Load() {
+		return errors.New("disk full")
+	}
+	return m.Store.SetVersion(v)
+}
+
+// Carried rows whose roll cannot keep its version are kept for the next
+// roll, with their marks, and stored once it can: nothing is lost, and
+// the marks go only then.
+func TestCarriedRowsWaitForTheVersion(t *testing.T) {
+	emb, ob := openLocal(t)
+	defer ob.Close()
+	dir := t.TempDir()
+	raw := openRaw(t, dir)
+	marks := &versionFailingMarks{Store: openMarks(t, filepath.Join(dir, "marks"))}
+	defer marks.Store.Close()
+	marks.fail.Store(true)
+	feed := startFeed(t, testConfig(), time.Now, raw, marks, ob, emb, prometheus.NewRegistry(), WithLocalBackend(), WithCarriedMinutes())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i, dev := range []string{"a", "b"} {
+		b := minuteBatch(dev, 5+i)
+		pw := &b.Partitions[0]
+		pw.NewFrom = math.MinInt64 // as the sink says of a series-day's first write
+		ts := pw.Readings[0].TS
+		b.Catalogue = []model.PartitionInfo{{Key: pw.Key, Rows: 1, Bytes: pw.Readings[0].Size(), MinTS: ts, MaxTS: ts, State: "single"}}
+		if err := feed.BeforeCommit(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := raw.Commit(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		feed.AfterCommit(b, nil)
+		time.Sleep(100 * time.Millisecond) // a few rolls, all failing
+	}
+	if got := markedMinutes(t, marks.Store); len(got) != 2 {
+		t.Fatalf("marks while the version cannot be kept: %v, want both minutes", got)
+	}
+	stored := func() int {
+		rows, err := emb.Rows(ctx, rollup.Filter{Tenant: "acme", From: base.UnixMilli(), To: base.Add(time.Hour).UnixMilli()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rows)
+	}
+	if n := stored(); n != 0 {
+		t.Fatalf("%d rows stored while the version cannot be kept", n)
+	}
+	marks.fail.Store(false)
+	eventually(t, "both carried minutes stored", func() bool { return stored() == 2 })
+	eventually(t, "their marks forgotten", func() bool { return len(markedMinutes(t, marks.Store)) == 0 })
+	if got, rolled := testutil.ToFloat64(feed.m.carried), testutil.ToFloat64(feed.m.rolled); got != 2 || rolled != 0 {
+		t.Errorf("%v minutes carried and %v recomputed, want 2 and 0", got, rolled)
+	}
+	closeFeed(t, feed)
+	res, err := Verify(ctx, raw, emb, "acme", model.DayOf(base.UnixMilli()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Mismatches) != 0 || res.RollupRows != 2 {
+		t.Errorf("verify: %+v", res)
 	}
 }

@@ -67,7 +67,7 @@ func retryAfter(n int) time.Duration {
 func (f *Feed) finalRoll(ctx context.Context) {
 	for ctx.Err() == nil {
 		f.mu.Lock()
-		left, carried := f.pending.minutes, f.carried.minutes
+		left, carried := f.pending.minutes, len(f.carried.b)
 		f.mu.Unlock()
 		if left == 0 && carried == 0 {
 			break
@@ -106,13 +106,13 @@ func (f *Feed) roll(ctx context.Context, force bool) (more bool, done int) {
 	f.m.pending.Set(float64(f.pending.minutes))
 	f.room.Broadcast()
 	f.mu.Unlock()
-	if len(devs) > 0 || carried.minutes > 0 {
+	if len(devs) > 0 || len(carried.b) > 0 {
 		// Carried rows are of commits that are durable, and older than
 		// any recompute of this roll, or a later one, that reads another
 		// commit of their minute (WithCarriedMinutes): they take the
 		// lower version.
 		var carriedVersion uint64
-		if carried.minutes > 0 {
+		if len(carried.b) > 0 {
 			carriedVersion = f.version()
 		}
 		// Every commit that became durable before this moment is read
@@ -129,7 +129,7 @@ func (f *Feed) roll(ctx context.Context, force bool) (more bool, done int) {
 			f.requeue(devs, gen, now, false)
 			return false, 0
 		}
-		if carried.minutes > 0 {
+		if len(carried.b) > 0 {
 			buf, err := f.storeCarried(carried, carriedVersion)
 			f.mu.Lock()
 			if err != nil {
