@@ -5,9 +5,11 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/store"
 )
@@ -147,6 +149,78 @@ func TestNewMinutesClaimsOrderCommits(t *testing.T) {
 	defer h.mu.Unlock()
 	after, commit := slices.Index(h.events, "after a"), slices.Index(h.events, "commit z")
 	if after < 0 || commit < after {
+		t.Errorf("the batch writing a's claimed minute was committed before the claimer's AfterCommit: %v", h.events)
+	}
+}
+
+// A claim outlives the planner's state of its series-day: a batch that
+// writes to the claimed minute after the series-day was forgotten and read
+// again from the catalogue still waits for the claimer.
+func TestNewMinutesClaimsSurviveEviction(t *testing.T) {
+	g := newGate()
+	defer g.open()
+	var hold atomic.Int64 // the commit to hold, counted from 1
+	hs := &hookStore{Store: tempStore(t), hook: func(n int, _ *store.Batch) error {
+		if int64(n) == hold.Load() {
+			g.wait()
+		}
+		return nil
+	}}
+	h := &newFromHook{froms: map[string][]int64{}}
+	bcfg := testBuckets()
+	bcfg.MaxSeriesDays, bcfg.MaxRows = 1, 6400
+	bcfg.Reserve = buckets.DefaultReserve(bcfg) // entries ahead, as the gateway runs: 100 rows, 15 minutes
+	s := start(t, testConfig(), bcfg, hs, WithCommitHook(h), WithNewMinutes())
+	ctx := context.Background()
+	minute := func(m int64) int64 { return base + m*minuteMillis }
+	write := func(rs ...model.Reading) error { return s.Write(ctx, &Request{Tenant: tenant, Readings: rs}) }
+	for _, m := range []int64{1, 2} { // a's entry then claims 15 minutes ahead of its rows
+		if err := write(reading("a", minute(m), "t")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold.Store(hs.commits.Load() + 1)
+	errs := make(chan error, 2)
+	go func() { errs <- write(reading("a", minute(5), "t")) }() // claims minute 5 with no new entry
+	waitFor(t, "the claiming commit", func() bool { return hs.commits.Load() == hold.Load() })
+	sdA := model.SeriesDay{Kind: model.KindReadings, Tenant: tenant, Series: "a", Day: model.DayOf(base)}
+	if err := s.Settle(ctx, sdA); err != nil { // exact, so that the planner may forget it
+		t.Fatal(err)
+	}
+	// Past the bound: a is forgotten once the settle's entry landed, which
+	// the planner hears of at the start of a round.
+	for _, dev := range []string{"b", "c"} {
+		if err := write(reading(dev, minute(1), "t")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() { errs <- write(reading("z", minute(1), "t"), reading("a", minute(5)+1, "t")) }()
+	waitFor(t, "the batch writing the claimed minute planned", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for bt := range s.flight {
+			if name(&bt.b) == "z" {
+				return len(bt.after) > 0
+			}
+		}
+		return false
+	})
+	g.open()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// a's last AfterCommit is the claimer's.
+	after, commit := -1, slices.Index(h.events, "commit z")
+	for i, e := range h.events {
+		if e == "after a" {
+			after = i
+		}
+	}
+	if commit < after {
 		t.Errorf("the batch writing a's claimed minute was committed before the claimer's AfterCommit: %v", h.events)
 	}
 }
