@@ -16,8 +16,10 @@ import (
 )
 
 // TestEmbeddedRollupMarksSurviveKill kills, with SIGKILL, a gateway on the
-// embedded store that has recomputed none of the minutes it acknowledged
-// (rollups.roll_delay and past_roll_delay 10m). Its marks are written with
+// embedded store that has stored the rollups of none of the minutes it
+// acknowledged (rollups.roll_delay and past_roll_delay 10m; the minutes
+// each request wrote first are summed from it, and wait in memory for the
+// roller's next tick, rollups.flush_interval 1m). Its marks are written with
 // each commit, in the store's own database (no data_dir/rollmarks): the
 // restarted gateway finds every marked minute, recomputes them, and the
 // rollups of the day count every reading once, though every request was
@@ -34,14 +36,16 @@ func TestEmbeddedRollupMarksSurviveKill(t *testing.T) {
 	waitRollupsExact(t, g, cells)
 }
 
-// killUnrolled starts a gateway on data that recomputes nothing
-// (rollups.roll_delay and past_roll_delay 10m), posts it, twice each, ten
+// killUnrolled starts a gateway on data that stores no rollup for a
+// minute (rollups.roll_delay and past_roll_delay 10m, flush_interval 1m:
+// the minutes summed from their commit wait for the first tick), posts
+// it, twice each, ten
 // minutes at 1 Hz of readings of three devices, and kills it with
 // SIGKILL. It returns how many device-minutes and values (raw rows) that
 // is.
 func killUnrolled(t *testing.T, data string) (minutes int, cells int64) {
 	t.Helper()
-	g := startGateway(t, data, "SLUICE_ROLLUPS_ROLL_DELAY=10m", "SLUICE_ROLLUPS_PAST_ROLL_DELAY=10m")
+	g := startGateway(t, data, "SLUICE_ROLLUPS_ROLL_DELAY=10m", "SLUICE_ROLLUPS_PAST_ROLL_DELAY=10m", "SLUICE_ROLLUPS_FLUSH_INTERVAL=1m")
 	devices := []string{"pump-1", "pump-2", "fan-3"}
 	base := day(1).Add(10 * time.Hour)
 	const seconds = 600
@@ -60,7 +64,7 @@ func killUnrolled(t *testing.T, data string) (minutes int, cells int64) {
 	}
 	cells = int64(len(devices) * seconds * 2)
 	if v := verifyRollups(t, g, day(1)); v.RawRows != cells || v.RollupRows != 0 {
-		t.Fatalf("before the kill: %d raw rows, %d counted by rollups; want %d and none recomputed yet", v.RawRows, v.RollupRows, cells)
+		t.Fatalf("before the kill: %d raw rows, %d counted by rollups; want %d and none stored yet", v.RawRows, v.RollupRows, cells)
 	}
 	g.kill()
 	return len(devices) * seconds / 60, cells
