@@ -44,10 +44,11 @@ const carryBytes = 4 << 20
 // cells are one entry:
 //
 //	uvarint len, tenant, uvarint len, device, uvarint cells,
-//	then per cell: varint ts, uvarint len, metric, type byte, value
+//	then per cell: varint ts, uvarint len, metric, type byte, 8 bytes
+//	[, uvarint len, string]
 //
-// where the value is 8 bytes big-endian (float64 bits, or the int), one
-// byte (a bool), or uvarint len and bytes (a string).
+// where the 8 bytes, big-endian, are a float's bits or the int (a bool's
+// 0 or 1; zero for a string, whose bytes follow).
 type carried struct {
 	b       []byte
 	minutes int       // device-minutes carried
@@ -83,7 +84,7 @@ func (f *Feed) carryLocked(pw *store.PartitionWrite, gen uint64, now time.Time) 
 	i := sort.Search(len(rows), func(i int) bool { return rollup.MinuteOf(rows[i].TS) >= from })
 	size := 3*binary.MaxVarintLen64 + len(pw.Key.Tenant) + len(pw.Key.Series)
 	for j := i; j < len(rows); j++ {
-		size += 2*binary.MaxVarintLen64 + 1 + len(rows[j].Metric) + 8 + len(rows[j].Str)
+		size += 3*binary.MaxVarintLen64 + 9 + len(rows[j].Metric) + len(rows[j].Str)
 	}
 	c := &f.carried
 	if len(c.b)+size > carryBytes {
@@ -101,15 +102,13 @@ func (f *Feed) carryLocked(pw *store.PartitionWrite, gen uint64, now time.Time) 
 		b = binary.AppendVarint(b, r.TS)
 		b = appendString(b, r.Metric)
 		b = append(b, byte(r.Type))
-		switch r.Type {
-		case model.TypeInt:
-			b = binary.BigEndian.AppendUint64(b, uint64(r.Int))
-		case model.TypeBool:
-			b = append(b, byte(r.Int&1))
-		case model.TypeString:
+		v := uint64(r.Int) // an int, a bool (0 or 1), or a string's nothing
+		if r.Type == model.TypeFloat {
+			v = math.Float64bits(r.Value)
+		}
+		b = binary.BigEndian.AppendUint64(b, v)
+		if r.Type == model.TypeString {
 			b = appendString(b, r.Str)
-		default:
-			b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Value))
 		}
 	}
 	c.b = b
@@ -186,30 +185,19 @@ func (f *Feed) storeCarried(c carried, version uint64) ([]byte, error) {
 				return c.b, errCarried
 			}
 			mt = model.Metric{Name: f.carryNames.str(name), Type: model.ValueType(r[0])}
-			r = r[1:]
-			switch mt.Type {
-			case model.TypeInt, model.TypeFloat:
-				if len(r) < 8 {
-					return c.b, errCarried
-				}
-				u := binary.BigEndian.Uint64(r)
-				if mt.Type == model.TypeInt {
-					mt.Int = int64(u)
-				} else {
-					mt.Value = math.Float64frombits(u)
-				}
-				r = r[8:]
-			case model.TypeBool:
-				if len(r) < 1 {
-					return c.b, errCarried
-				}
-				mt.Int, r = int64(r[0]), r[1:]
-			case model.TypeString:
+			if !mt.Type.Valid() || len(r) < 9 {
+				return c.b, errCarried
+			}
+			u := binary.BigEndian.Uint64(r[1:])
+			if r = r[9:]; mt.Type == model.TypeFloat {
+				mt.Value = math.Float64frombits(u)
+			} else {
+				mt.Int = int64(u)
+			}
+			if mt.Type == model.TypeString {
 				if mt.Str, r, err = carriedString(r); err != nil {
 					return c.b, err
 				}
-			default:
-				return c.b, errCarried
 			}
 			bl.Add(ts, &mt)
 			rest = r

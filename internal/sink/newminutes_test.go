@@ -128,29 +128,7 @@ func TestNewMinutesClaimsOrderCommits(t *testing.T) {
 	if err := writeFree(reading("y", minute(1), "t"), reading("a", minute(9), "t")); err != nil { // a new minute of a
 		t.Fatal(err)
 	}
-	go func() { errs <- write(reading("z", minute(1), "t"), reading("a", minute(5)+1, "t")) }() // a's claimed minute
-	waitFor(t, "the batch writing the claimed minute planned", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for bt := range s.flight {
-			if name(&bt.b) == "z" {
-				return len(bt.after) > 0
-			}
-		}
-		return false
-	})
-	g.open()
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	after, commit := slices.Index(h.events, "after a"), slices.Index(h.events, "commit z")
-	if after < 0 || commit < after {
-		t.Errorf("the batch writing a's claimed minute was committed before the claimer's AfterCommit: %v", h.events)
-	}
+	writeClaimedMinute(t, s, h, g, write, errs)
 }
 
 // A claim outlives the planner's state of its series-day: a batch that
@@ -194,33 +172,55 @@ func TestNewMinutesClaimsSurviveEviction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	go func() { errs <- write(reading("z", minute(1), "t"), reading("a", minute(5)+1, "t")) }()
-	waitFor(t, "the batch writing the claimed minute planned", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for bt := range s.flight {
-			if name(&bt.b) == "z" {
-				return len(bt.after) > 0
-			}
-		}
-		return false
-	})
+	writeClaimedMinute(t, s, h, g, write, errs)
+}
+
+// writeClaimedMinute writes, in a batch named z, a reading in a's minute
+// 5, which a batch held at g claimed, and checks that it is held back
+// until that batch's AfterCommit; errs gets both writes' results.
+func writeClaimedMinute(t *testing.T, s *Sink, h *newFromHook, g *gate, write func(...model.Reading) error, errs chan error) {
+	t.Helper()
+	claimed := base + 5*minuteMillis + 1
+	go func() { errs <- write(reading("z", base+minuteMillis, "t"), reading("a", claimed, "t")) }()
+	waitHeldBack(t, s, "z")
 	g.open()
 	for range 2 {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
+	h.committedAfter(t, "a", "z")
+}
+
+// waitHeldBack waits until the batch named first (see name) is planned
+// and waits for a batch before it.
+func waitHeldBack(t *testing.T, s *Sink, first string) {
+	t.Helper()
+	waitFor(t, "the batch writing the claimed minute planned", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for bt := range s.flight {
+			if name(&bt.b) == first {
+				return len(bt.after) > 0
+			}
+		}
+		return false
+	})
+}
+
+// committedAfter checks that the batch named second was committed after
+// the last AfterCommit of a batch named claimer.
+func (h *newFromHook) committedAfter(t *testing.T, claimer, second string) {
+	t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	// a's last AfterCommit is the claimer's.
-	after, commit := -1, slices.Index(h.events, "commit z")
+	after, commit := -1, slices.Index(h.events, "commit "+second)
 	for i, e := range h.events {
-		if e == "after a" {
+		if e == "after "+claimer {
 			after = i
 		}
 	}
-	if commit < after {
-		t.Errorf("the batch writing a's claimed minute was committed before the claimer's AfterCommit: %v", h.events)
+	if after < 0 || commit < after {
+		t.Errorf("the batch writing %s's claimed minute was committed before the claimer's AfterCommit: %v", claimer, h.events)
 	}
 }
