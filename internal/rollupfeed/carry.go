@@ -102,9 +102,16 @@ func (f *Feed) carryLocked(pw *store.PartitionWrite, gen uint64, now time.Time) 
 		b = binary.AppendVarint(b, r.TS)
 		b = appendString(b, r.Metric)
 		b = append(b, byte(r.Type))
-		v := uint64(r.Int) // an int, a bool (0 or 1), or a string's nothing
-		if r.Type == model.TypeFloat {
+		// What the raw store keeps of the value, so that the sum is what
+		// a read of it makes.
+		var v uint64
+		switch r.Type {
+		case model.TypeFloat:
 			v = math.Float64bits(r.Value)
+		case model.TypeInt:
+			v = uint64(r.Int)
+		case model.TypeBool:
+			v = uint64(r.Int & 1)
 		}
 		b = binary.BigEndian.AppendUint64(b, v)
 		if r.Type == model.TypeString {
