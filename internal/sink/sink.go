@@ -285,8 +285,9 @@ type Option func(*Sink)
 // goroutine. BeforeCommit runs before the batch is written to the store; an
 // error from it fails the commit (its requests are answered with it and
 // nothing is written). AfterCommit runs once the commit returned and before
-// the batch's requests are answered, with the commit's result, for every
-// batch that BeforeCommit accepted: it must not block. BeforeCommit may
+// the batch's requests are answered and the batches that wait for it go on
+// (WithNewMinutes), with the commit's result, for every batch that
+// BeforeCommit accepted: it must not block. BeforeCommit may
 // set the batch's Also, if the sink's store honours it (store.Batch);
 // neither may otherwise modify the batch. AfterCommit may keep it, the
 // sink never touches a committed batch again. Batches of concurrent

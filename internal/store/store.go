@@ -25,9 +25,11 @@ type PartitionWrite struct {
 	// one, and that this is the batch's only write to the series-day: the
 	// readings here at or after NewFrom are, once the batch is durable, all
 	// the store holds of the series-day from NewFrom on, until a later
-	// batch writes more. math.MinInt64 says it of every reading. The
-	// sink sets it when asked (sink.WithNewMinutes), on a minute boundary;
-	// stores ignore it.
+	// batch writes more; and a later batch that writes to one of its
+	// minutes from NewFrom on is committed only after the commit hook's
+	// AfterCommit for this one returned. math.MinInt64 says it of every
+	// reading. The sink sets it when asked (sink.WithNewMinutes), on a
+	// minute boundary; stores ignore it.
 	NewFrom int64
 }
 
