@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/rollupstore"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/pebblestore"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -83,12 +85,13 @@ type rig struct {
 	reg  *prometheus.Registry
 }
 
-func newRig(t *testing.T, dst Inserter) *rig { return newRigWith(t, dst, false) }
+func newRig(t *testing.T, dst Inserter) *rig { return newRigWith(t, dst, false, 0) }
 
 // newRigWith is newRig, with minutes one commit wrote whole summed from
 // that commit (WithCarriedMinutes, sink.WithNewMinutes) if carry is set,
-// as the gateway runs on the embedded store.
-func newRigWith(t *testing.T, dst Inserter, carry bool) *rig {
+// as the gateway runs on the embedded store, and each commit held up to
+// jitter before it is written, so that commits finish out of order.
+func newRigWith(t *testing.T, dst Inserter, carry bool, jitter time.Duration) *rig {
 	dir := t.TempDir()
 	raw, err := pebblestore.Open(filepath.Join(dir, "raw"), pebblestore.Options{NoSync: true}, quiet)
 	if err != nil {
@@ -113,7 +116,16 @@ func newRigWith(t *testing.T, dst Inserter, carry bool) *rig {
 	// Recomputes read through sessions, as the gateway runs them on Pebble.
 	feed := newFeed(t, cfg, sessionStore{raw}, filepath.Join(dir, "marks"), ob, dst, reg, opts...)
 	scfg := sink.DefaultConfig()
-	sk := sink.New(scfg, buckets.DefaultConfig(), raw, quiet, reg, append(sinkOpts, sink.WithCommitHook(feed))...)
+	var st sink.Store = raw
+	bcfg := buckets.DefaultConfig()
+	if jitter > 0 {
+		st = &jitteredCommits{Store: raw, max: jitter}
+		// Entries ahead of their partitions, as the gateway runs: a batch
+		// that writes new minutes needs no entry of its own, so that no
+		// catalogue dependency orders the commits.
+		bcfg.Reserve = buckets.DefaultReserve(bcfg)
+	}
+	sk := sink.New(scfg, bcfg, st, quiet, reg, append(sinkOpts, sink.WithCommitHook(feed))...)
 	r := &rig{raw: raw, ob: ob, feed: feed, sink: sk, reg: reg}
 	t.Cleanup(func() {
 		r.close(t)
@@ -121,6 +133,17 @@ func newRigWith(t *testing.T, dst Inserter, carry bool) *rig {
 		_ = r.raw.Close()
 	})
 	return r
+}
+
+// jitteredCommits holds each commit up to max before writing it.
+type jitteredCommits struct {
+	*pebblestore.Store
+	max time.Duration
+}
+
+func (j *jitteredCommits) Commit(ctx context.Context, b *store.Batch) error {
+	time.Sleep(rand.N(j.max))
+	return j.Store.Commit(ctx, b)
 }
 
 func (r *rig) close(t *testing.T) {
