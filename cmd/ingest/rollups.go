@@ -117,10 +117,11 @@ func (r *rollups) sinkOptions() []sink.Option {
 	if r == nil {
 		return nil
 	}
+	opts := []sink.Option{sink.WithCommitHook(r.feed)}
 	if r.newMinutes {
-		return []sink.Option{sink.WithCommitHook(r.feed), sink.WithNewMinutes()}
+		opts = append(opts, sink.WithNewMinutes())
 	}
-	return []sink.Option{sink.WithCommitHook(r.feed)}
+	return opts
 }
 
 func (r *rollups) routes() map[string]http.HandlerFunc {

@@ -222,10 +222,9 @@ type Series struct {
 	active *Partition   // the partition this writer fills, nil if none
 	maxSeq int          // highest split sequence number this writer used
 	single bool         // this writer opened its single partition
-	// round is the planner's round in which before was taken: the
-	// latest timestamp the series-day held before that round's first
-	// Place in it; split says a Place of that round closed a partition
-	// (see Partition.Before).
+	// split says a Place of round closed a partition; before is the
+	// latest timestamp the series-day held before round's first Place in
+	// it (see Partition.Before).
 	split  bool
 	round  uint64
 	before int64

@@ -143,8 +143,7 @@ func (f *Feed) takeCarried() carried {
 // stored yet, ahead of the ones carried since. f.mu is held.
 func (f *Feed) putCarriedBack(c carried) {
 	if len(c.b) == 0 {
-		f.carrySpare = c.b[:0]
-		return
+		return // nothing was taken: the spare buffer is still the spare
 	}
 	if len(f.carried.b) > 0 {
 		c.gen = min(c.gen, f.carried.gen)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/reader"
@@ -90,7 +91,8 @@ type interner struct{ m map[string]string }
 // maxInterned bounds an interner: past it, it starts again empty.
 const maxInterned = 1024
 
-// str is of for a name that is a string already.
+// str returns the one string handed out for name, a copy of it the first
+// time.
 func (in *interner) str(name string) string {
 	if s, ok := in.m[name]; ok {
 		return s
@@ -103,14 +105,8 @@ func (in *interner) str(name string) string {
 	return s
 }
 
+// of is str for a name's bytes: the view of b it looks up with is not
+// kept.
 func (in *interner) of(b []byte) string {
-	if s, ok := in.m[string(b)]; ok {
-		return s
-	}
-	if in.m == nil || len(in.m) >= maxInterned {
-		in.m = make(map[string]string, 64)
-	}
-	s := string(b)
-	in.m[s] = s
-	return s
+	return in.str(unsafe.String(unsafe.SliceData(b), len(b)))
 }

@@ -291,7 +291,6 @@ func (s *Sink) writes(bt *batch, all []placed) map[*buckets.Partition]int {
 	for j, pt := range order {
 		bt.b.Partitions[j].Key = pt.Key()
 	}
-
 	rows := make([]model.ReadingRow, readings)
 	evs := make([]model.AuditEvent, events)
 	for j := range bt.b.Partitions {

@@ -6,10 +6,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/rollup"
 )
-
-// minuteMillis is the length of the minutes NewFrom falls on.
-const minuteMillis = 60_000
 
 // WithNewMinutes has the sink tell its commit hook which minutes of a
 // batch's readings no earlier batch wrote to (store.PartitionWrite.NewFrom),
@@ -38,17 +36,13 @@ func newFrom(before int64) int64 {
 	if before == math.MinInt64 {
 		return math.MinInt64
 	}
-	if before > math.MaxInt64-minuteMillis {
+	if before > math.MaxInt64-rollup.MinuteMillis {
 		return 0
 	}
-	m := before - before%minuteMillis
-	if before < 0 && m != before {
-		m -= minuteMillis // floor, for a timestamp before 1970
+	if m := rollup.MinuteOf(before) + rollup.MinuteMillis; m != 0 {
+		return m
 	}
-	if m += minuteMillis; m == 0 {
-		return 1 // conservative: minute 0 is not claimed
-	}
-	return m
+	return 1 // conservative: minute 0 is not claimed
 }
 
 // markNew sets the NewFrom of bt's readings partitions (order holds their
@@ -125,15 +119,7 @@ func minuteSpan(rows []model.ReadingRow) (lo, hi int64) {
 	for i := range rows {
 		lo, hi = min(lo, rows[i].TS), max(hi, rows[i].TS)
 	}
-	return floorMinute(lo), floorMinute(hi)
-}
-
-func floorMinute(ts int64) int64 {
-	m := ts - ts%minuteMillis
-	if ts < 0 && m != ts {
-		m -= minuteMillis
-	}
-	return m
+	return rollup.MinuteOf(lo), rollup.MinuteOf(hi)
 }
 
 // pruneClaimers forgets the claimers that finished, oldest first, up to

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/store"
 )
 
@@ -49,7 +50,7 @@ func name(b *store.Batch) string {
 }
 
 func TestNewFrom(t *testing.T) {
-	minute := func(m int64) int64 { return base + m*minuteMillis }
+	minute := func(m int64) int64 { return base + m*rollup.MinuteMillis }
 	tests := []struct {
 		name  string
 		batch [][]int64 // the timestamps of a device's readings, a request (and batch) each
@@ -109,7 +110,7 @@ func TestNewMinutesClaimsOrderCommits(t *testing.T) {
 	}}
 	h := &newFromHook{froms: map[string][]int64{}}
 	s := start(t, testConfig(), testBuckets(), hs, WithCommitHook(h), WithNewMinutes())
-	minute := func(m int64) int64 { return base + m*minuteMillis }
+	minute := func(m int64) int64 { return base + m*rollup.MinuteMillis }
 	write := func(rs ...model.Reading) error {
 		return s.Write(context.Background(), &Request{Tenant: tenant, Readings: rs})
 	}
@@ -150,7 +151,7 @@ func TestNewMinutesClaimsSurviveEviction(t *testing.T) {
 	bcfg.Reserve = buckets.DefaultReserve(bcfg) // entries ahead, as the gateway runs: 100 rows, 15 minutes
 	s := start(t, testConfig(), bcfg, hs, WithCommitHook(h), WithNewMinutes())
 	ctx := context.Background()
-	minute := func(m int64) int64 { return base + m*minuteMillis }
+	minute := func(m int64) int64 { return base + m*rollup.MinuteMillis }
 	write := func(rs ...model.Reading) error { return s.Write(ctx, &Request{Tenant: tenant, Readings: rs}) }
 	for _, m := range []int64{1, 2} { // a's entry then claims 15 minutes ahead of its rows
 		if err := write(reading("a", minute(m), "t")); err != nil {
@@ -180,8 +181,8 @@ func TestNewMinutesClaimsSurviveEviction(t *testing.T) {
 // until that batch's AfterCommit; errs gets both writes' results.
 func writeClaimedMinute(t *testing.T, s *Sink, h *newFromHook, g *gate, write func(...model.Reading) error, errs chan error) {
 	t.Helper()
-	claimed := base + 5*minuteMillis + 1
-	go func() { errs <- write(reading("z", base+minuteMillis, "t"), reading("a", claimed, "t")) }()
+	claimed := base + 5*rollup.MinuteMillis + 1
+	go func() { errs <- write(reading("z", base+rollup.MinuteMillis, "t"), reading("a", claimed, "t")) }()
 	waitHeldBack(t, s, "z")
 	g.open()
 	for range 2 {
