@@ -39,10 +39,9 @@ func TestEmbeddedRollupMarksSurviveKill(t *testing.T) {
 // killUnrolled starts a gateway on data that stores no rollup for a
 // minute (rollups.roll_delay and past_roll_delay 10m, flush_interval 1m:
 // the minutes summed from their commit wait for the first tick), posts
-// it, twice each, ten
-// minutes at 1 Hz of readings of three devices, and kills it with
-// SIGKILL. It returns how many device-minutes and values (raw rows) that
-// is.
+// it, twice each, ten minutes at 1 Hz of readings of three devices, and
+// kills it with SIGKILL. It returns how many device-minutes and values
+// (raw rows) that is.
 func killUnrolled(t *testing.T, data string) (minutes int, cells int64) {
 	t.Helper()
 	g := startGateway(t, data, "SLUICE_ROLLUPS_ROLL_DELAY=10m", "SLUICE_ROLLUPS_PAST_ROLL_DELAY=10m", "SLUICE_ROLLUPS_FLUSH_INTERVAL=1m")
