@@ -276,8 +276,10 @@ func (p *Planner) Over() bool { return len(p.days) > p.cfg.MaxSeriesDays }
 // returns its state. It must be called before the first Place for that
 // series-day. It never evicts: a caller loads every series-day of a round,
 // then places, and a series-day it loaded or found with Lookup stays loaded
-// until TakeEntries. Callers load a series-day Lookup did not find; one
-// loaded again replaces the state held.
+// until TakeEntries. Callers load only a series-day Lookup did not find,
+// once: Load does not look it up again (with a million series-days a day
+// that look-up misses the CPU's caches), so a state it replaced would stay
+// marked held, and evict would later forget the new one by its key.
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
 	// What the sink noted with the state it replaces, if any, is gone: as
 	// if every minute was claimed in this round (see Claim).
@@ -302,11 +304,6 @@ func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series 
 		if s.active == nil || pi.Key.Sub > s.active.info.Key.Sub {
 			s.active = pt
 		}
-	}
-	if old := p.days[sd]; old != nil {
-		// Not expected (callers load what Lookup did not find), but a
-		// state replaced must not stay held, or evict would drop s.
-		old.held = false
 	}
 	p.days[sd] = s
 	p.queueIdle(s) // a series-day loaded and never written can go

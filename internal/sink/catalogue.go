@@ -73,35 +73,22 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 	return out, nil
 }
 
-// load reads the catalogues of series-days the planner does not hold, once
-// the commits in flight that carry an entry of one of them finished,
+// load reads the catalogues of series-days the planner does not hold,
 // installs them in the planner and reconciles the entries an earlier run
 // left ahead. It returns their states, in the order of missing. With
 // onlyAhead, a series-day without an entry to reconcile is not installed
 // (its state is nil).
+//
+// No commit in flight carries an entry of a series-day the planner does
+// not hold, so the catalogue read is never behind the planner's last
+// word: the planner forgets a series-day only once every entry it handed
+// out for it was reported Landed (buckets.Planner.Landed), and the
+// committer reports a batch's entries landed in the same critical section
+// that takes the batch out of flight, after its commit returned. The
+// sink's tests check it (checkInFlight).
 func (s *Sink) load(ctx context.Context, missing []model.SeriesDay, onlyAhead bool) ([]*buckets.Series, error) {
-	want := make(map[model.SeriesDay]struct{}, len(missing))
-	for _, sd := range missing {
-		want[sd] = struct{}{}
-	}
-	// A series-day the planner dropped may still have entries in flight.
-	var wait []*batch
-	s.mu.Lock()
-	for bt := range s.flight {
-		for sd := range bt.days {
-			if _, ok := want[sd]; ok {
-				wait = append(wait, bt)
-				break
-			}
-		}
-	}
-	s.mu.Unlock()
-	for _, bt := range wait {
-		select {
-		case <-bt.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if checkInFlight {
+		s.notInFlight(missing)
 	}
 	loaded, err := s.catalogues(ctx, missing)
 	if err != nil {
@@ -143,6 +130,31 @@ func (s *Sink) load(ctx context.Context, missing []model.SeriesDay, onlyAhead bo
 // it).
 const splitWarnAt = buckets.MaxSplits * 8 / 10
 
+// splitDays holds the largest split sequence number of this writer on the
+// newest UTC day seen (top[0]) and on the day before it (top[1]). Two
+// fields, not a map by day: the flusher notes every entry of every round.
+type splitDays struct {
+	newest model.Day
+	seen   bool
+	top    [2]int
+}
+
+// note records split number n on day d and returns the largest number of
+// the two days it keeps; a day before them is ignored (ok false).
+func (sd *splitDays) note(d model.Day, n int) (top int, ok bool) {
+	switch {
+	case !sd.seen || d-sd.newest >= 2:
+		sd.newest, sd.seen, sd.top = d, true, [2]int{}
+	case d > sd.newest:
+		sd.newest, sd.top = d, [2]int{0, sd.top[0]}
+	case d < sd.newest-1:
+		return 0, false
+	}
+	i := sd.newest - d
+	sd.top[i] = max(sd.top[i], n)
+	return max(sd.top[0], sd.top[1]), true
+}
+
 // noteSplit updates sluice_buckets_split_partitions_max with a partition
 // this gateway placed rows in or loaded. The gauge is the largest split
 // sequence number of this writer over the two newest UTC days seen (older
@@ -150,32 +162,17 @@ const splitWarnAt = buckets.MaxSplits * 8 / 10
 // a device running ahead of the clock does not hide today). Only the
 // flusher calls it.
 func (s *Sink) noteSplit(k model.PartitionKey) {
-	newest := k.Day
-	for d := range s.splits {
-		newest = max(newest, d)
-	}
-	if k.Day < newest-1 {
-		return
-	}
 	n := 0
 	if w, seq, ok := buckets.SplitSeq(k.Sub); ok && int(w) == s.bcfg.Writer {
 		n = seq
-		if n == splitWarnAt {
-			s.logger.Warn("series-day near its split partition limit: its rows will be refused past the limit",
-				"partition", k.String(), "splits", n, "limit", buckets.MaxSplits)
-		}
 	}
-	if s.splits == nil {
-		s.splits = make(map[model.Day]int, 3)
+	top, ok := s.splits.note(k.Day, n)
+	if !ok {
+		return
 	}
-	s.splits[k.Day] = max(s.splits[k.Day], n)
-	top := 0
-	for d, v := range s.splits {
-		if d < newest-1 {
-			delete(s.splits, d)
-			continue
-		}
-		top = max(top, v)
+	if n == splitWarnAt {
+		s.logger.Warn("series-day near its split partition limit: its rows will be refused past the limit",
+			"partition", k.String(), "splits", n, "limit", buckets.MaxSplits)
 	}
 	s.m.splitsMax.Set(float64(top))
 }

@@ -359,10 +359,6 @@ func (s *Sink) submit(bt *batch, entries []buckets.Entry, written map[*buckets.P
 		carry(s.planner.Resave(lost))
 	}
 	bt.done = make(chan struct{})
-	bt.days = make(map[model.SeriesDay]struct{}, len(bt.b.Catalogue))
-	for _, pi := range bt.b.Catalogue {
-		bt.days[pi.Key.SeriesDay()] = struct{}{}
-	}
 	if s.versions != nil {
 		bt.b.Version = s.versions.Version()
 	}

@@ -145,3 +145,29 @@ func writeMetric(t *testing.T, c prometheus.Metric) *dto.Metric {
 	}
 	return &m
 }
+
+// TestSplitDays checks the two days the split gauge keeps, step by step.
+func TestSplitDays(t *testing.T) {
+	var sd splitDays
+	for i, tt := range []struct {
+		day    model.Day
+		n      int
+		top    int
+		ok     bool
+		reason string
+	}{
+		{100, 3, 3, true, "first day seen"},
+		{100, 1, 3, true, "a smaller number keeps the day's largest"},
+		{99, 7, 7, true, "the day before the newest counts"},
+		{98, 9, 0, false, "two days before the newest is ignored"},
+		{101, 2, 3, true, "a new day keeps the one before (100's 3), drops 99's 7"},
+		{104, 1, 1, true, "a jump of several days forgets both"},
+		{105, 0, 1, true, "the day before keeps its 1"},
+		{106, 0, 0, true, "and is forgotten a day later"},
+	} {
+		top, ok := sd.note(tt.day, tt.n)
+		if top != tt.top || ok != tt.ok {
+			t.Errorf("step %d (%s): note(%d, %d) = %d, %v; want %d, %v", i, tt.reason, tt.day, tt.n, top, ok, tt.top, tt.ok)
+		}
+	}
+}

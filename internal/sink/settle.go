@@ -50,10 +50,13 @@ func (s *Sink) settle(ctx context.Context, all bool, sds []model.SeriesDay, done
 		// A series-day not held may have entries left ahead by an earlier
 		// run: load it (which reconciles them) so that they settle too.
 		var missing []model.SeriesDay
+		seen := make(map[model.SeriesDay]struct{})
 		for _, sd := range sds {
-			if s.planner.Lookup(sd) == nil {
-				missing = append(missing, sd)
+			if _, dup := seen[sd]; dup || s.planner.Lookup(sd) != nil {
+				continue
 			}
+			seen[sd] = struct{}{}
+			missing = append(missing, sd) // once each: see Planner.Load
 		}
 		if len(missing) > 0 {
 			// Only series-days with entries to reconcile are kept: a listing

@@ -204,8 +204,7 @@ type batch struct {
 	// partitions this batch writes rows to: its requests succeed only if
 	// they do.
 	deps []*batch
-	days map[model.SeriesDay]struct{} // series-days of its catalogue entries
-	done chan struct{}                // closed once committed or failed; err is then set
+	done chan struct{} // closed once committed or failed; err is then set
 	err  error
 	// claims says the batch claimed new minutes (WithNewMinutes).
 	claims bool
@@ -256,9 +255,8 @@ type Sink struct {
 	lookup    AuditLookup                   // st, if it returns stored events
 
 	// The flusher's view of how close series-days come to their split
-	// limit: the largest split sequence number per day, for the two
-	// newest days seen (see noteSplit).
-	splits map[model.Day]int
+	// limit (see noteSplit).
+	splits splitDays
 	// What the flusher reuses from round to round (plan): a round's
 	// partitions and the index of each placed row's, and its entries.
 	partIdx map[*buckets.Partition]int
