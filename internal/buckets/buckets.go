@@ -231,13 +231,16 @@ type Series struct {
 	// A note the sink keeps with the state (see Claim).
 	claimRound uint64
 	claimFrom  int64
+	// Its place in Planner.days.
+	hash uint64
+	next *Series
 }
 
 // Planner assigns rows to partitions. It is not safe for concurrent use: the
 // sink's single flusher owns it.
 type Planner struct {
 	cfg   Config
-	days  map[model.SeriesDay]*Series
+	days  index // the series-days held
 	dirty []*Partition
 	// ahead holds the partitions whose last entry was written ahead of them
 	// (wider than exact), or not stored at all: Settle writes them exactly.
@@ -259,18 +262,18 @@ type Planner struct {
 
 // New returns a planner with no series-day loaded.
 func New(cfg Config) *Planner {
-	return &Planner{cfg: cfg, days: make(map[model.SeriesDay]*Series), ahead: make(map[*Partition]struct{}), round: 1}
+	return &Planner{cfg: cfg, days: newIndex(), ahead: make(map[*Partition]struct{}), round: 1}
 }
 
 // Lookup returns the state of a loaded series-day, or nil.
-func (p *Planner) Lookup(sd model.SeriesDay) *Series { return p.days[sd] }
+func (p *Planner) Lookup(sd model.SeriesDay) *Series { return p.days.get(sd) }
 
 // Len returns the number of series-days held in memory.
-func (p *Planner) Len() int { return len(p.days) }
+func (p *Planner) Len() int { return p.days.len() }
 
 // Over reports whether more than MaxSeriesDays series-days are held: those
 // whose entries run ahead cannot be forgotten until Settle made them exact.
-func (p *Planner) Over() bool { return len(p.days) > p.cfg.MaxSeriesDays }
+func (p *Planner) Over() bool { return p.days.len() > p.cfg.MaxSeriesDays }
 
 // Load installs the catalogue of a series-day, as read from the store, and
 // returns its state. It must be called before the first Place for that
@@ -305,7 +308,7 @@ func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series 
 			s.active = pt
 		}
 	}
-	p.days[sd] = s
+	p.days.put(s)
 	p.queueIdle(s) // a series-day loaded and never written can go
 	return s
 }
@@ -314,11 +317,11 @@ func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series 
 // sink unloads the series-days it could not reconcile, to load them again
 // on their next write).
 func (p *Planner) Unload(sd model.SeriesDay) {
-	if s, ok := p.days[sd]; ok {
+	if s := p.days.get(sd); s != nil {
 		for _, pt := range s.parts {
 			delete(p.ahead, pt)
 		}
-		delete(p.days, sd)
+		p.days.remove(s)
 		s.held = false
 	}
 }
@@ -392,11 +395,11 @@ func (p *Planner) ownedBy(sub uint32) bool {
 // planner held above the bound by entries in flight or ahead looks at
 // nothing more per round, instead of scanning every series-day it holds.
 func (p *Planner) evict() {
-	if len(p.days) <= p.cfg.MaxSeriesDays {
+	if p.days.len() <= p.cfg.MaxSeriesDays {
 		return
 	}
 	target := p.cfg.MaxSeriesDays - p.cfg.MaxSeriesDays/10
-	for len(p.days) > target && p.head < len(p.idle) {
+	for p.days.len() > target && p.head < len(p.idle) {
 		s := p.idle[p.head]
 		p.idle[p.head] = nil
 		p.head++
@@ -405,7 +408,7 @@ func (p *Planner) evict() {
 		if s.held && p.evictable(s) {
 			// Not looked up first: with a million series-days a day each
 			// look-up misses the CPU's caches.
-			delete(p.days, s.sd)
+			p.days.remove(s)
 			s.held = false
 		}
 	}
@@ -608,7 +611,7 @@ func (p *Planner) Settle(all bool) []Entry {
 func (p *Planner) SettleSeries(sds []model.SeriesDay) []Entry {
 	var out []Entry
 	for _, sd := range sds {
-		s := p.days[sd]
+		s := p.days.get(sd)
 		if s == nil {
 			continue
 		}
@@ -629,7 +632,7 @@ func (p *Planner) SettleSeries(sds []model.SeriesDay) []Entry {
 // forgotten state could replace a newer one.
 func (p *Planner) Unsave(parts []*Partition) {
 	for _, pt := range parts {
-		if p.days[pt.s.sd] != pt.s {
+		if !pt.s.held {
 			continue // forgotten, or reloaded since
 		}
 		pt.has = false

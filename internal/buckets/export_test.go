@@ -14,15 +14,14 @@ func (p *Planner) EvictChecks() uint64 { return p.checked }
 
 // Known reports whether the series-day's catalogue is loaded.
 func (p *Planner) Known(sd model.SeriesDay) bool {
-	_, ok := p.days[sd]
-	return ok
+	return p.days.get(sd) != nil
 }
 
 // Assign is Place for a series-day given by its key, returning the key of
 // the partition.
 func (p *Planner) Assign(sd model.SeriesDay, ts int64, rows, bytes int64) (model.PartitionKey, error) {
-	s, ok := p.days[sd]
-	if !ok {
+	s := p.days.get(sd)
+	if s == nil {
 		return model.PartitionKey{}, fmt.Errorf("series-day %v not loaded", sd)
 	}
 	pt, err := p.Place(s, ts, rows, bytes)

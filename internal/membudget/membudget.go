@@ -50,7 +50,9 @@ const (
 	// SeriesDayBytes is what the bucket planner holds per series-day,
 	// measured at a million devices a day (Series, Partition, map entry):
 	// 480 B, and 32 B more since a series-day's state keeps what its
-	// last round claimed as new minutes (sink.WithNewMinutes).
+	// last round claimed as new minutes (sink.WithNewMinutes). The
+	// planner's index by hash (16 B more in Series, a map slot 40 B
+	// smaller) left it no larger.
 	SeriesDayBytes = 512
 	// PendingBytes is what one pending device-minute holds when it is its
 	// own device's only one (the device, its map entry, list links, the

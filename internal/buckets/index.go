@@ -1,0 +1,74 @@
+package buckets
+
+import (
+	"hash/maphash"
+
+	"github.com/sluicehq/sluice/internal/model"
+)
+
+// index holds the series-days a planner has loaded, by a 64-bit hash of
+// their key: a Go map keyed by the hash is a quarter of the size of one
+// keyed by model.SeriesDay (16 bytes a slot instead of 64), whose every
+// look-up also hashes two strings, and with a fleet of a million devices
+// a day every look-up of a new series-day misses the CPU's caches. Keys
+// whose hashes collide are chained through Series.next; the seed is
+// random per process, so a client cannot choose device ids that collide.
+type index struct {
+	seed maphash.Seed
+	m    map[uint64]*Series
+	n    int
+}
+
+func newIndex() index { return index{seed: maphash.MakeSeed(), m: make(map[uint64]*Series)} }
+
+// hash is injective in (Day, Kind) for a given tenant and device, and
+// mixes the device's and the tenant's seeded hashes.
+func (ix *index) hash(sd model.SeriesDay) uint64 {
+	const odd = 0x9e3779b97f4a7c15 // multiplying by an odd constant is a bijection
+	t := maphash.String(ix.seed, sd.Tenant)
+	return maphash.String(ix.seed, sd.Series) ^ (t*odd + uint64(uint32(sd.Day))<<8 + uint64(sd.Kind))
+}
+
+// get returns the state of sd, or nil.
+func (ix *index) get(sd model.SeriesDay) *Series { return ix.find(ix.hash(sd), sd) }
+
+// find returns the state of sd, whose hash is h, or nil.
+func (ix *index) find(h uint64, sd model.SeriesDay) *Series {
+	for s := ix.m[h]; s != nil; s = s.next {
+		if s.sd == sd {
+			return s
+		}
+	}
+	return nil
+}
+
+// put adds s, whose series-day the index does not hold.
+func (ix *index) put(s *Series) { ix.link(s, ix.hash(s.sd)) }
+
+// link adds s under hash h.
+func (ix *index) link(s *Series, h uint64) {
+	s.hash, s.next = h, ix.m[h]
+	ix.m[h] = s
+	ix.n++
+}
+
+// remove takes out s, which the index holds.
+func (ix *index) remove(s *Series) {
+	head := ix.m[s.hash]
+	switch {
+	case head == s && s.next == nil:
+		delete(ix.m, s.hash)
+	case head == s:
+		ix.m[s.hash] = s.next
+	default:
+		prev := head
+		for prev.next != s {
+			prev = prev.next
+		}
+		prev.next = s.next
+	}
+	s.next = nil
+	ix.n--
+}
+
+func (ix *index) len() int { return ix.n }
