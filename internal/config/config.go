@@ -192,7 +192,28 @@ type Log struct {
 func Default() Config {
 	c := unresolved()
 	c.resolveMemory()
+	c.resolvePastRollDelay()
 	return c
+}
+
+// EmbeddedPastRollDelay is rollups.past_roll_delay's default on the
+// embedded store (rollupfeed.DefaultConfig's, 5 s, is Cassandra's). There a
+// minute one commit wrote whole is summed from that commit's rows, not read
+// back, and the few minutes still read back are not worth 5 s of delay
+// for the reads they would share (docs/benchmarks.md, item 28).
+const EmbeddedPastRollDelay = time.Second
+
+const pastRollDelayKey = "rollups.past_roll_delay"
+
+// resolvePastRollDelay gives rollups.past_roll_delay its embedded store's
+// default when the raw store is the embedded one; it reports whether it
+// did. Called only when the setting was not given.
+func (c *Config) resolvePastRollDelay() bool {
+	if c.Store.Backend != "pebble" {
+		return false
+	}
+	c.Rollups.PastRollDelay = EmbeddedPastRollDelay
+	return true
 }
 
 // unresolved is Default with the settings the memory budget sizes at 0.
@@ -360,6 +381,9 @@ func LoadSources(src Sources) (Config, Loaded, error) {
 	}
 	for _, k := range c.resolveMemory() {
 		l.Origin[k] = cmp.Or(l.Origin[k], "default") + ": 0, sized by memory.budget_bytes"
+	}
+	if _, set := l.Origin[pastRollDelayKey]; !set && c.resolvePastRollDelay() {
+		l.Origin[pastRollDelayKey] = "default: " + EmbeddedPastRollDelay.String() + " on the embedded store"
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, l, err

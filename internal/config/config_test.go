@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/membudget"
 	"github.com/sluicehq/sluice/internal/retention"
+	"github.com/sluicehq/sluice/internal/rollupfeed"
 	"github.com/sluicehq/sluice/internal/tlsconf/tlstest"
 )
 
@@ -92,6 +93,8 @@ func TestCassandraFromEnvironment(t *testing.T) {
 	want.Store.Cassandra.WriteConsistency = "QUORUM"
 	want.Store.Cassandra.ReplicationFactor = 1
 	want.Store.Cassandra.TLS.Enabled = true
+	// Nothing is summed from commits: minutes long past share reads.
+	want.Rollups.PastRollDelay = rollupfeed.DefaultConfig().PastRollDelay
 	// Without the embedded store its memory goes to the Go heap.
 	p := want.Plan()
 	want.Buckets.MaxSeriesDays, want.Rollups.MaxPending = p.SeriesDays, p.MaxPending
@@ -368,5 +371,38 @@ func TestGCPercent(t *testing.T) {
 		case c.want != 0 && got.Memory.GCPercent != c.want:
 			t.Errorf("%s: gc_percent %d, want %d", c.env, got.Memory.GCPercent, c.want)
 		}
+	}
+}
+
+// TestPastRollDelayByBackend checks rollups.past_roll_delay's default on
+// each raw store, and that a value given anywhere wins over it.
+func TestPastRollDelayByBackend(t *testing.T) {
+	cassandra := []string{"SLUICE_STORE_BACKEND=cassandra", "SLUICE_STORE_CASSANDRA_HOSTS=127.0.0.1"}
+	file := filepath.Join(t.TempDir(), "ingest.yaml")
+	if err := os.WriteFile(file, []byte("rollups:\n  past_roll_delay: 3s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name   string
+		src    Sources
+		want   time.Duration
+		origin string
+	}{
+		{"embedded store", Sources{}, time.Second, "default: 1s on the embedded store"},
+		{"cassandra", Sources{Env: cassandra}, 5 * time.Second, ""},
+		{"embedded store, set in the environment", Sources{Env: []string{"SLUICE_ROLLUPS_PAST_ROLL_DELAY=5s"}}, 5 * time.Second, "env SLUICE_ROLLUPS_PAST_ROLL_DELAY"},
+		{"embedded store, set to 0 in the environment", Sources{Env: []string{"SLUICE_ROLLUPS_PAST_ROLL_DELAY=0s"}}, 0, "env SLUICE_ROLLUPS_PAST_ROLL_DELAY"},
+		{"embedded store, set in the file", Sources{File: file}, 3 * time.Second, "file"},
+		{"cassandra, set in the file", Sources{File: file, Env: cassandra}, 3 * time.Second, "file"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, l, err := LoadSources(tt.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Rollups.PastRollDelay != tt.want || l.Origin["rollups.past_roll_delay"] != tt.origin {
+				t.Errorf("past_roll_delay %s from %q, want %s from %q", c.Rollups.PastRollDelay, l.Origin["rollups.past_roll_delay"], tt.want, tt.origin)
+			}
+		})
 	}
 }
