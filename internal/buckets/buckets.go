@@ -234,6 +234,24 @@ type Series struct {
 	// Its place in Planner.days.
 	hash uint64
 	next *Series
+	// Room for its first partition and for parts' first element, in the
+	// state's own allocation: most series-days have one partition, and
+	// with a fleet far larger than MaxSeriesDays every write of a device
+	// loads or opens one (three allocations each, else).
+	first     Partition
+	firstUsed bool
+	one       [1]*Partition
+}
+
+// newPartition returns a partition of s holding info, in s's room for one
+// if it is free.
+func (s *Series) newPartition(info model.PartitionInfo) *Partition {
+	if !s.firstUsed {
+		s.firstUsed = true
+		s.first = Partition{s: s, info: info}
+		return &s.first
+	}
+	return &Partition{s: s, info: info}
 }
 
 // Planner assigns rows to partitions. It is not safe for concurrent use: the
@@ -286,11 +304,16 @@ func (p *Planner) Over() bool { return p.days.len() > p.cfg.MaxSeriesDays }
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
 	// What the sink noted with the state it replaces, if any, is gone: as
 	// if every minute was claimed in this round (see Claim).
-	s := &Series{sd: sd, parts: make([]*Partition, 0, len(parts)), held: true, claimRound: p.round, claimFrom: math.MinInt64}
+	s := &Series{sd: sd, held: true, claimRound: p.round, claimFrom: math.MinInt64}
+	s.parts = s.one[:0]
+	if len(parts) > len(s.one) {
+		s.parts = make([]*Partition, 0, len(parts))
+	}
 	for _, pi := range parts {
 		// An entry marked Ahead stays a claim in the planner's state too
 		// until Reconcile replaces it with counted values.
-		pt := &Partition{s: s, info: pi, saved: pi, has: true}
+		pt := s.newPartition(pi)
+		pt.saved, pt.has = pi, true
 		s.parts = append(s.parts, pt)
 		if !p.ownedBy(pi.Key.Sub) {
 			continue
@@ -683,12 +706,12 @@ func (p *Planner) open(s *Series) error {
 		if p.cfg.PerWriterSingle {
 			sub = SingleID(uint8(p.cfg.Writer))
 		}
-		pt = &Partition{s: s, info: model.PartitionInfo{Key: sd.Partition(sub), State: StateSingle}}
+		pt = s.newPartition(model.PartitionInfo{Key: sd.Partition(sub), State: StateSingle})
 	case s.maxSeq >= maxSplitSeq:
 		return fmt.Errorf("assign row of %v: %w", sd, ErrSplitsExhausted)
 	default:
 		s.maxSeq++
-		pt = &Partition{s: s, info: model.PartitionInfo{Key: sd.Partition(SubID(uint8(p.cfg.Writer), s.maxSeq)), State: StateSplit}}
+		pt = s.newPartition(model.PartitionInfo{Key: sd.Partition(SubID(uint8(p.cfg.Writer), s.maxSeq)), State: StateSplit})
 	}
 	s.parts = append(s.parts, pt)
 	s.active = pt

@@ -20,6 +20,7 @@ package hotparts
 
 import (
 	"cmp"
+	"hash/maphash"
 	"math"
 	"slices"
 	"sync"
@@ -43,7 +44,8 @@ type Rate struct {
 
 type item struct {
 	key model.PartitionKey
-	i   int // index in the heap
+	h   uint64 // its key's hash (Tracker.hashOf)
+	i   int    // index in the heap
 }
 
 // entry is one slot of the heap: a tracked item and its forward-decayed
@@ -116,7 +118,14 @@ type Tracker struct {
 	tau    float64 // seconds
 	origin time.Time
 	h      minHeap
-	idx    map[model.PartitionKey]*item
+	// idx holds the tracked items by a seeded 64-bit hash of their key
+	// (hashOf): one hash of the key's strings an add instead of three
+	// (look-up, delete, insert), as the flusher adds every partition of
+	// every batch. A key whose hash equals a tracked item's other key is
+	// not counted; with at most Capacity items tracked, that is about one
+	// add in 10^16 at the default capacity.
+	idx  map[uint64]*item
+	seed maphash.Seed
 }
 
 // New returns a tracker holding at most capacity partitions (at least 1),
@@ -126,7 +135,14 @@ func New(capacity int, tau time.Duration) *Tracker {
 		tau = DefaultTau
 	}
 	capacity = max(capacity, 1)
-	return &Tracker{cap: capacity, tau: tau.Seconds(), idx: make(map[model.PartitionKey]*item, capacity)}
+	return &Tracker{cap: capacity, tau: tau.Seconds(), idx: make(map[uint64]*item, capacity), seed: maphash.MakeSeed()}
+}
+
+// hashOf returns pk's hash in idx.
+func (t *Tracker) hashOf(pk model.PartitionKey) uint64 {
+	const odd = 0x9e3779b97f4a7c15 // multiplying by an odd constant is a bijection
+	rest := uint64(uint32(pk.Day))<<32 | uint64(pk.Sub)
+	return maphash.String(t.seed, pk.Series) ^ (maphash.String(t.seed, pk.Tenant)+uint64(pk.Kind))*odd ^ rest*(odd+2)
 }
 
 // Add records rows written to partition pk at now.
@@ -164,22 +180,26 @@ func (t *Tracker) AddEach(now time.Time, n int, each func(i int) (model.Partitio
 
 // add adds w to pk's count. t.mu is held.
 func (t *Tracker) add(pk model.PartitionKey, w float64) {
-	if it, ok := t.idx[pk]; ok {
+	h := t.hashOf(pk)
+	if it, ok := t.idx[h]; ok {
+		if it.key != pk {
+			return // another key's hash: see idx
+		}
 		t.h[it.i].w += w
 		t.h.fix(it.i)
 		return
 	}
 	if len(t.h) < t.cap {
-		it := &item{key: pk}
+		it := &item{key: pk, h: h}
 		t.h.push(it, w)
-		t.idx[pk] = it
+		t.idx[h] = it
 		return
 	}
 	low := t.h[0].it
-	delete(t.idx, low.key)
-	low.key = pk
+	delete(t.idx, low.h)
+	low.key, low.h = pk, h
 	t.h[0].w += w
-	t.idx[pk] = low
+	t.idx[h] = low
 	t.h.fix(0)
 }
 

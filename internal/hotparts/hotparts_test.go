@@ -138,12 +138,47 @@ func TestHeapOrder(t *testing.T) {
 			if i > 0 && e.w < tr.h[(i-1)/4].w {
 				t.Fatalf("round %d: item at %d below its parent", s, i)
 			}
-			if tr.idx[e.it.key] != e.it {
+			if tr.idx[tr.hashOf(e.it.key)] != e.it {
 				t.Fatalf("round %d: item %v not indexed", s, e.it.key)
 			}
 		}
 		if len(tr.idx) != len(tr.h) {
 			t.Fatalf("round %d: %d indexed, %d held", s, len(tr.idx), len(tr.h))
 		}
+	}
+}
+
+// Keys differing in one field hash apart, and a key whose hash is a
+// tracked item's (forced here) is not counted as that item.
+func TestHashOf(t *testing.T) {
+	tr := New(10, time.Minute)
+	base := model.PartitionKey{Kind: model.KindReadings, Tenant: "t", Series: "dev", Day: 20_000, Sub: 3}
+	seen := map[uint64]model.PartitionKey{}
+	for _, v := range []func(*model.PartitionKey){
+		func(*model.PartitionKey) {},
+		func(k *model.PartitionKey) { k.Kind = model.KindAudit },
+		func(k *model.PartitionKey) { k.Tenant = "u" },
+		func(k *model.PartitionKey) { k.Series = "dew" },
+		func(k *model.PartitionKey) { k.Day++ },
+		func(k *model.PartitionKey) { k.Sub++ },
+		func(k *model.PartitionKey) { k.Day, k.Sub = k.Day+1, k.Sub-1 },
+	} {
+		k := base
+		v(&k)
+		h := tr.hashOf(k)
+		if prev, dup := seen[h]; dup {
+			t.Errorf("%v and %v hash alike", prev, k)
+		}
+		seen[h] = k
+	}
+	now := time.Unix(1_700_000_000, 0)
+	a, b := key("a"), key("b")
+	tr.Add(now, a, 5)
+	it := tr.idx[tr.hashOf(a)]
+	delete(tr.idx, tr.hashOf(a))
+	tr.idx[tr.hashOf(b)] = it // as if b's hash were a's
+	tr.Add(now, b, 7)
+	if len(tr.h) != 1 || it.key != a || tr.h[0].w != 5 {
+		t.Errorf("after an add of a colliding key: %d held, the item's key %v, its count %v; want 1, %v, 5", len(tr.h), it.key, tr.h[0].w, a)
 	}
 }
