@@ -82,11 +82,12 @@ var (
 func benchCassandraConfig(b *testing.B) config.Config {
 	b.Helper()
 	requireCassandra(b)
-	cfg, _, err := config.Load("", os.Environ())
+	// Loaded as Cassandra, so that the defaults that depend on the store
+	// (rollups.past_roll_delay) are Cassandra's.
+	cfg, _, err := config.Load("", append(os.Environ(), "SLUICE_STORE_BACKEND=cassandra", "SLUICE_STORE_CASSANDRA_HOSTS="+cassandraAddr()))
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg.Store.Backend = "cassandra"
 	benchKeyspaceOnce.Do(func() {
 		c := cfg.Store.Cassandra
 		c.Hosts = []string{cassandraAddr()}

@@ -297,13 +297,12 @@ func (p *Planner) Over() bool { return p.days.len() > p.cfg.MaxSeriesDays }
 // returns its state. It must be called before the first Place for that
 // series-day. It never evicts: a caller loads every series-day of a round,
 // then places, and a series-day it loaded or found with Lookup stays loaded
-// until TakeEntries. Callers load only a series-day Lookup did not find,
-// once: Load does not look it up again (with a million series-days a day
-// that look-up misses the CPU's caches), so a state it replaced would stay
-// marked held, and evict would later forget the new one by its key.
+// until TakeEntries. Callers load a series-day Lookup did not find; one
+// loaded again replaces the state held.
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
-	// What the sink noted with the state it replaces, if any, is gone: as
-	// if every minute was claimed in this round (see Claim).
+	// What the sink noted with an earlier state of the series-day, if
+	// any, is gone: as if every minute was claimed in this round (see
+	// Claim).
 	s := &Series{sd: sd, held: true, claimRound: p.round, claimFrom: math.MinInt64}
 	s.parts = s.one[:0]
 	if len(parts) > len(s.one) {
@@ -408,8 +407,8 @@ func (p *Planner) ownedBy(sub uint32) bool {
 // times per settle interval instead of once, so the planner holds about
 // MaxSeriesDays plus the series-days written since the last of those. A
 // forgotten series-day's state is reloaded from the catalogue on its next
-// write (after the commits that hold its changes), so forgetting it is
-// safe.
+// write, which holds all its changes (every entry it handed out landed
+// before it was forgotten), so forgetting it is safe.
 //
 // It looks only at the series-days queued in idle, oldest first: each is
 // queued when it is loaded, and again when an entry of one of its

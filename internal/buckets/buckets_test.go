@@ -814,3 +814,28 @@ func TestEvictionLooksOnlyAtIdleSeriesDays(t *testing.T) {
 		t.Errorf("once every entry landed the planner holds %d series-days, more than %d", p.Len(), cfg.MaxSeriesDays)
 	}
 }
+
+// A series-day loaded again replaces its state; evicting the replaced
+// state's place in the idle queue must not drop the new one, which holds
+// an entry in flight.
+func TestLoadAgainKeepsNewState(t *testing.T) {
+	cfg := buckets.DefaultConfig()
+	cfg.MaxSeriesDays = 1
+	p := buckets.New(cfg)
+	sd := model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: "a", Day: 20_000}
+	p.Load(sd, nil)
+	s2 := p.Load(sd, nil)
+	if p.Len() != 1 {
+		t.Errorf("%d series-days held after loading one twice, want 1", p.Len())
+	}
+	if _, err := p.Place(s2, sd.Day.Start(), 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	p.Load(model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: "b", Day: 20_000}, nil)
+	if es := p.TakeEntries(nil); len(es) != 1 { // evicts, oldest first: the replaced state first
+		t.Fatalf("%d entries, want s2's one", len(es))
+	}
+	if got := p.Lookup(sd); got != s2 {
+		t.Fatalf("Lookup after eviction = %p, want the state with an entry in flight %p", got, s2)
+	}
+}

@@ -42,8 +42,17 @@ func (ix *index) find(h uint64, sd model.SeriesDay) *Series {
 	return nil
 }
 
-// put adds s, whose series-day the index does not hold.
-func (ix *index) put(s *Series) { ix.link(s, ix.hash(s.sd)) }
+// put adds s. A state of the same series-day the index holds is taken out
+// and no longer marked held: the look-up costs little, as link reads the
+// same slot for the chain.
+func (ix *index) put(s *Series) {
+	h := ix.hash(s.sd)
+	if old := ix.find(h, s.sd); old != nil {
+		ix.remove(old)
+		old.held = false
+	}
+	ix.link(s, h)
+}
 
 // link adds s under hash h.
 func (ix *index) link(s *Series, h uint64) {

@@ -382,6 +382,10 @@ func TestPastRollDelayByBackend(t *testing.T) {
 	if err := os.WriteFile(file, []byte("rollups:\n  past_roll_delay: 3s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	flags, err := parseFlags(t, "--rollups.past_roll_delay=2s")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		name   string
 		src    Sources
@@ -394,6 +398,7 @@ func TestPastRollDelayByBackend(t *testing.T) {
 		{"embedded store, set to 0 in the environment", Sources{Env: []string{"SLUICE_ROLLUPS_PAST_ROLL_DELAY=0s"}}, 0, "env SLUICE_ROLLUPS_PAST_ROLL_DELAY"},
 		{"embedded store, set in the file", Sources{File: file}, 3 * time.Second, "file"},
 		{"cassandra, set in the file", Sources{File: file, Env: cassandra}, 3 * time.Second, "file"},
+		{"embedded store, set by a flag", Sources{File: file, Flags: flags}, 2 * time.Second, "flag --rollups.past_roll_delay"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, l, err := LoadSources(tt.src)

@@ -59,6 +59,9 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 		if hint != "" {
 			usage += "; " + hint
 		}
+		if k == pastRollDelayKey {
+			usage += "; unset: " + EmbeddedPastRollDelay.String() + " on the embedded store, " + known[k].(time.Duration).String() + " on Cassandra"
+		}
 		flag := fs.VarPF(fv, k, "", usage)
 		if typ == "bool" {
 			flag.NoOptDefVal = "true"

@@ -15,7 +15,9 @@
 // one with the smallest count is dropped and the new one takes over its
 // count plus its own rows (the space-saving rule): every partition whose
 // decayed count exceeds 1/Capacity of the total is held, and a newly held
-// partition's rate may be overstated by at most the dropped one's.
+// partition's rate may be overstated by at most the dropped one's. (A
+// partition whose key hashes like a tracked other's is not counted: about
+// one add in 10^16, see Tracker.idx.)
 package hotparts
 
 import (
@@ -119,9 +121,9 @@ type Tracker struct {
 	origin time.Time
 	h      minHeap
 	// idx holds the tracked items by a seeded 64-bit hash of their key
-	// (hashOf): one hash of the key's strings an add instead of three
-	// (look-up, delete, insert), as the flusher adds every partition of
-	// every batch. A key whose hash equals a tracked item's other key is
+	// (hashOf): the key's two strings hashed once an add instead of the
+	// whole key three times (look-up, delete, insert), as the flusher adds
+	// every partition of every batch. A key whose hash equals a tracked item's other key is
 	// not counted; with at most Capacity items tracked, that is about one
 	// add in 10^16 at the default capacity.
 	idx  map[uint64]*item

@@ -125,7 +125,7 @@ func newRigWith(t *testing.T, dst Inserter, carry bool, jitter time.Duration) *r
 		// catalogue dependency orders the commits.
 		bcfg.Reserve = buckets.DefaultReserve(bcfg)
 	}
-	sk := sink.New(scfg, bcfg, st, quiet, reg, append(sinkOpts, sink.WithCommitHook(feed))...)
+	sk := sink.New(scfg, bcfg, st, quiet, reg, append(sinkOpts, sink.WithCommitHook(feed), sink.WithInFlightCheck())...)
 	r := &rig{raw: raw, ob: ob, feed: feed, sink: sk, reg: reg}
 	t.Cleanup(func() {
 		r.close(t)

@@ -13,8 +13,7 @@ import (
 
 // resolve returns the planner state of every series-day the group writes
 // (per request: its readings', then its audit events'), loading the
-// catalogue of those the planner does not hold, after the commits in flight
-// that carry an entry of one of them finished.
+// catalogue of those the planner does not hold.
 func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Series, error) {
 	out := make([][]*buckets.Series, len(group))
 	var missing []model.SeriesDay
@@ -85,10 +84,10 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 // out for it was reported Landed (buckets.Planner.Landed), and the
 // committer reports a batch's entries landed in the same critical section
 // that takes the batch out of flight, after its commit returned. The
-// sink's tests check it (checkInFlight).
+// sink's tests check it (WithInFlightCheck).
 func (s *Sink) load(ctx context.Context, missing []model.SeriesDay, onlyAhead bool) ([]*buckets.Series, error) {
-	if checkInFlight {
-		s.notInFlight(missing)
+	if s.checkInFlight {
+		s.mustNotBeInFlight(missing)
 	}
 	loaded, err := s.catalogues(ctx, missing)
 	if err != nil {
@@ -141,18 +140,18 @@ type splitDays struct {
 
 // note records split number n on day d and returns the largest number of
 // the two days it keeps; a day before them is ignored (ok false).
-func (sd *splitDays) note(d model.Day, n int) (top int, ok bool) {
+func (sp *splitDays) note(d model.Day, n int) (top int, ok bool) {
 	switch {
-	case !sd.seen || d-sd.newest >= 2:
-		sd.newest, sd.seen, sd.top = d, true, [2]int{}
-	case d > sd.newest:
-		sd.newest, sd.top = d, [2]int{0, sd.top[0]}
-	case d < sd.newest-1:
+	case !sp.seen || d-sp.newest >= 2:
+		sp.newest, sp.seen, sp.top = d, true, [2]int{}
+	case d > sp.newest:
+		sp.newest, sp.top = d, [2]int{0, sp.top[0]}
+	case d < sp.newest-1:
 		return 0, false
 	}
-	i := sd.newest - d
-	sd.top[i] = max(sd.top[i], n)
-	return max(sd.top[0], sd.top[1]), true
+	i := sp.newest - d
+	sp.top[i] = max(sp.top[i], n)
+	return max(sp.top[0], sp.top[1]), true
 }
 
 // noteSplit updates sluice_buckets_split_partitions_max with a partition

@@ -16,7 +16,7 @@ func TestPartitionHealth(t *testing.T) {
 	bcfg := testBuckets()
 	bcfg.MaxRows = 100
 	reg := prometheus.NewRegistry()
-	s := New(testConfig(), bcfg, st, discard, reg)
+	s := New(testConfig(), bcfg, st, discard, reg, WithInFlightCheck())
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
 	write := func(dev string, n int) {
 		for i := range n {

@@ -6,16 +6,18 @@ import (
 	"github.com/sluicehq/sluice/internal/model"
 )
 
-// checkInFlight makes load check, before every catalogue read, that no
-// batch in flight carries an entry of a series-day it is about to read
-// (see load). The sink's tests set it; it costs a pass over every entry in
-// flight per round.
-var checkInFlight bool
+// WithInFlightCheck makes the sink check, before every catalogue read of
+// series-days the planner does not hold, that no batch in flight carries
+// an entry of one of them, and panic if one does: the read would then miss
+// that entry, and the planner would go on from a stale count (see load).
+// It is for tests; it costs a pass over every entry in flight per round.
+func WithInFlightCheck() Option {
+	return func(s *Sink) { s.checkInFlight = true }
+}
 
-// notInFlight panics if a batch in flight carries a catalogue entry of one
-// of sds: the catalogue read would then miss it, and the planner would go
-// on from a stale count.
-func (s *Sink) notInFlight(sds []model.SeriesDay) {
+// mustNotBeInFlight panics if a batch in flight carries a catalogue entry
+// of one of sds (WithInFlightCheck).
+func (s *Sink) mustNotBeInFlight(sds []model.SeriesDay) {
 	want := make(map[model.SeriesDay]struct{}, len(sds))
 	for _, sd := range sds {
 		want[sd] = struct{}{}

@@ -12,8 +12,9 @@ import (
 // A series-day whose entry is in a commit still in flight is not
 // forgotten, however far past buckets.max_series_days the planner is: its
 // catalogue read again would miss that entry (load does not wait for
-// commits in flight; checkInFlight, set for every test, panics if it would
-// have to), and the planner would count the partition from a stale entry.
+// commits in flight; WithInFlightCheck, set for the sink's tests, panics if
+// it would have to), and the planner would count the partition from a
+// stale entry.
 func TestForgetsNoSeriesDayInFlight(t *testing.T) {
 	g := newGate()
 	defer g.open()

@@ -96,7 +96,7 @@ func TestOverBoundMetric(t *testing.T) {
 	st := openStore(t, dir)
 	big := testBuckets()
 	big.MaxRows = 100
-	s := New(testConfig(), big, st, discard, prometheus.NewRegistry())
+	s := New(testConfig(), big, st, discard, prometheus.NewRegistry(), WithInFlightCheck())
 	rs := make([]model.Reading, 50)
 	for i := range rs {
 		rs[i] = reading("dev", base+int64(i), "a")
@@ -117,7 +117,7 @@ func TestOverBoundMetric(t *testing.T) {
 	st = openStore(t, dir)
 	defer st.Close()
 	small := testBuckets() // 20 rows: the 50-row partition is past it
-	s = New(testConfig(), small, st, discard, prometheus.NewRegistry())
+	s = New(testConfig(), small, st, discard, prometheus.NewRegistry(), WithInFlightCheck())
 	defer s.Close(context.Background())
 	if err := s.Write(context.Background(), &Request{Tenant: tenant, Readings: []model.Reading{reading("dev", base+100, "a"), reading("other", base, "a")}}); err != nil {
 		t.Fatalf("Write: %v", err)
@@ -148,7 +148,7 @@ func writeMetric(t *testing.T, c prometheus.Metric) *dto.Metric {
 
 // TestSplitDays checks the two days the split gauge keeps, step by step.
 func TestSplitDays(t *testing.T) {
-	var sd splitDays
+	var sp splitDays
 	for i, tt := range []struct {
 		day    model.Day
 		n      int
@@ -165,7 +165,7 @@ func TestSplitDays(t *testing.T) {
 		{105, 0, 1, true, "the day before keeps its 1"},
 		{106, 0, 0, true, "and is forgotten a day later"},
 	} {
-		top, ok := sd.note(tt.day, tt.n)
+		top, ok := sp.note(tt.day, tt.n)
 		if top != tt.top || ok != tt.ok {
 			t.Errorf("step %d (%s): note(%d, %d) = %d, %v; want %d, %v", i, tt.reason, tt.day, tt.n, top, ok, tt.top, tt.ok)
 		}

@@ -35,7 +35,7 @@ func TestReconcileAfterKill(t *testing.T) {
 		}
 		return nil
 	}}
-	first := New(testConfig(), bcfg, hs, discard, prometheus.NewRegistry())
+	first := New(testConfig(), bcfg, hs, discard, prometheus.NewRegistry(), WithInFlightCheck())
 	for i := range 100 {
 		if err := first.Write(context.Background(), &Request{Tenant: tenant, Readings: []model.Reading{reading("dev", base+int64(i)*1000, "a")}}); err != nil {
 			t.Fatalf("write %d: %v", i, err)
@@ -50,7 +50,7 @@ func TestReconcileAfterKill(t *testing.T) {
 		t.Fatalf("after the kill the catalogue is %+v, want one claim marked ahead of 100 rows", parts)
 	}
 
-	second := New(testConfig(), bcfg, st, discard, prometheus.NewRegistry())
+	second := New(testConfig(), bcfg, st, discard, prometheus.NewRegistry(), WithInFlightCheck())
 	t.Cleanup(func() { _ = second.Close(context.Background()) })
 	settled := func(want int64) {
 		t.Helper()

@@ -98,7 +98,7 @@ func TestReservedCatalogue(t *testing.T) {
 func TestSettleIdle(t *testing.T) {
 	st := tempStore(t)
 	bcfg := reserveBuckets()
-	s := New(testConfig(), bcfg, st, discard, nil, WithSettleInterval(10*time.Millisecond))
+	s := New(testConfig(), bcfg, st, discard, nil, WithSettleInterval(10*time.Millisecond), WithInFlightCheck())
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
 	for i := range 5 {
 		if err := s.Write(context.Background(), &Request{Tenant: tenant, Readings: []model.Reading{reading("dev", base+int64(i), "a")}}); err != nil {

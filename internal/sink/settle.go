@@ -56,7 +56,7 @@ func (s *Sink) settle(ctx context.Context, all bool, sds []model.SeriesDay, done
 				continue
 			}
 			seen[sd] = struct{}{}
-			missing = append(missing, sd) // once each: see Planner.Load
+			missing = append(missing, sd) // read once each
 		}
 		if len(missing) > 0 {
 			// Only series-days with entries to reconcile are kept: a listing

@@ -14,11 +14,12 @@
 //     refused before its rows cost memory.
 //  2. One flusher goroutine collects requests until Config.BatchRows rows are
 //     waiting or Config.Linger passed since the first, then plans them. It
-//     alone touches the planner, so bucketing decisions are serial. Before it
-//     loads a series-day's catalogue it waits for the commits in flight that
-//     carry an entry of that series-day, so the catalogue it reads is never
-//     older than the planner's own writes. It loads the catalogues a round
-//     needs in parallel (at most catalogueLoads at once).
+//     alone touches the planner, so bucketing decisions are serial. The
+//     catalogue it loads for a series-day the planner does not hold is never
+//     older than the planner's own writes: the planner forgets a series-day
+//     only once every entry it handed out for it landed, so no commit in
+//     flight carries one (see load). It loads the catalogues a round needs in
+//     parallel (at most catalogueLoads at once).
 //  3. Up to Config.Commits committer goroutines write batches. Every request
 //     of a batch is answered with the batch's result, and its budget freed.
 //
@@ -266,7 +267,9 @@ type Sink struct {
 	// WithNewMinutes (flusher goroutine): the batches that claimed new
 	// minutes and may be in flight, in the order they were planned.
 	newMinutes bool
-	claimers   []claimer
+	// checkInFlight: see WithInFlightCheck.
+	checkInFlight bool
+	claimers      []claimer
 }
 
 // WithAuditGate has Write refuse a request, storing nothing, when gate

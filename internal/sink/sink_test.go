@@ -64,7 +64,8 @@ func tempStore(t *testing.T) *pebblestore.Store {
 // start starts a sink that the test closes at its end (before the store).
 func start(t *testing.T, cfg Config, bcfg buckets.Config, st Store, opts ...Option) *Sink {
 	t.Helper()
-	s := New(cfg, bcfg, st, discard, prometheus.NewRegistry(), opts...)
+	// Every test checks load's invariant (WithInFlightCheck).
+	s := New(cfg, bcfg, st, discard, prometheus.NewRegistry(), append(opts, WithInFlightCheck())...)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -746,7 +747,7 @@ func TestCommitFailure(t *testing.T) {
 func TestClose(t *testing.T) {
 	g := newGate()
 	hs := &hookStore{Store: tempStore(t), hook: func(int, *store.Batch) error { g.wait(); return nil }}
-	s := New(testConfig(), testBuckets(), hs, discard, prometheus.NewRegistry())
+	s := New(testConfig(), testBuckets(), hs, discard, prometheus.NewRegistry(), WithInFlightCheck())
 	defer s.Close(context.Background())
 	defer g.open() // runs first: a test that fails early leaves nothing stuck
 	const requests = 5
@@ -921,7 +922,7 @@ func TestRestart(t *testing.T) {
 		st := openStore(t, dir)
 		bc := bcfg
 		bc.Writer = ph.writer
-		s := New(testConfig(), bc, st, discard, prometheus.NewRegistry())
+		s := New(testConfig(), bc, st, discard, prometheus.NewRegistry(), WithInFlightCheck())
 		for j := 0; j < len(ph.readings); j += 4 {
 			if err := s.Write(context.Background(), &Request{Tenant: tenant, Readings: ph.readings[j:min(j+4, len(ph.readings))]}); err != nil {
 				t.Fatalf("phase %d: Write: %v", i, err)
