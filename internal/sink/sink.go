@@ -261,6 +261,8 @@ type Sink struct {
 	// What the flusher reuses from round to round (plan): a round's
 	// partitions and the index of each placed row's, and its entries.
 	partIdx map[*buckets.Partition]int
+	// What resolve reuses.
+	resolving resolving
 	rowPart []int32
 	entries []buckets.Entry
 
