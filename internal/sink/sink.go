@@ -263,8 +263,8 @@ type Sink struct {
 	partIdx map[*buckets.Partition]int
 	// What resolve reuses.
 	resolving resolving
-	rowPart []int32
-	entries []buckets.Entry
+	rowPart   []int32
+	entries   []buckets.Entry
 
 	// WithNewMinutes (flusher goroutine): the batches that claimed new
 	// minutes and may be in flight, in the order they were planned.
