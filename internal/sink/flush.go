@@ -326,6 +326,13 @@ func (s *Sink) submit(bt *batch, entries []buckets.Entry, written map[*buckets.P
 	carry := func(es []buckets.Entry) {
 		bt.b.Catalogue = slices.Grow(bt.b.Catalogue, len(es))
 		bt.entries = slices.Grow(bt.entries, len(es))
+		marks := 0
+		for _, e := range es {
+			if e.Mark {
+				marks++
+			}
+		}
+		bt.b.Ahead = slices.Grow(bt.b.Ahead, marks)
 		for _, e := range es {
 			bt.b.Catalogue = append(bt.b.Catalogue, e.Info)
 			bt.entries = append(bt.entries, e.Part)

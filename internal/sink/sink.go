@@ -261,10 +261,10 @@ type Sink struct {
 	// What the flusher reuses from round to round (plan): a round's
 	// partitions and the index of each placed row's, and its entries.
 	partIdx map[*buckets.Partition]int
+	rowPart []int32
+	entries []buckets.Entry
 	// What resolve reuses.
 	resolving resolving
-	rowPart   []int32
-	entries   []buckets.Entry
 
 	// WithNewMinutes (flusher goroutine): the batches that claimed new
 	// minutes and may be in flight, in the order they were planned.

@@ -316,6 +316,11 @@ func sortedKeys(n int, appendKey func(b []byte, i int) []byte) (keys [][]byte, o
 	for i := range n {
 		buf = appendKey(buf, i)
 		ends[i] = len(buf)
+		if i == 0 {
+			// Room for the rest at about the first's length, so that the
+			// buffer is not grown a dozen times over a round's keys.
+			buf = slices.Grow(buf, (n-1)*(len(buf)+len(buf)/4))
+		}
 	}
 	keys, order = make([][]byte, n), make([]int, n)
 	start := 0
