@@ -155,7 +155,7 @@ var storeMerger = &pebble.Merger{
 			m.first = append(m.first[:0], value...)
 			return m, nil
 		}
-		return &latestVersion{best: bytes.Clone(value)}, nil
+		return newLatestVersion(value), nil
 	},
 }
 

@@ -58,3 +58,58 @@ func TestCatalogueLatestVersionWins(t *testing.T) {
 		t.Errorf("version after reopen %d is not above %d", v, v3)
 	}
 }
+
+// TestLatestVersionMergerRecycled merges one catalogue key's operands in
+// every order Pebble may hand them over, closing each merger after its
+// value is read, so that the next merges run on recycled ones: each keeps
+// the highest version, and a recycled merger keeps nothing of its last use.
+func TestLatestVersionMergerRecycled(t *testing.T) {
+	ops := [][]byte{ // oldest first, versions 1, 5, 3 (a commit may land late)
+		versionedInfo(nil, 1, []byte("one")),
+		versionedInfo(nil, 5, []byte("five, the longest value")),
+		versionedInfo(nil, 3, []byte("three")),
+	}
+	want := ops[1]
+	for round := range 3 {
+		for first := range ops {
+			vm, err := storeMerger.Merge([]byte{tabCatalogue}, ops[first])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := first - 1; i >= 0; i-- {
+				if err := vm.MergeOlder(ops[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := first + 1; i < len(ops); i++ {
+				if err := vm.MergeNewer(ops[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, closer, err := vm.Finish(true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("round %d, start %d: %q, want %q", round, first, got, want)
+			}
+			if closer != nil {
+				if err := closer.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// A single operand, on a recycled merger: itself.
+		vm, err := storeMerger.Merge([]byte{tabCatalogue}, ops[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, closer, err := vm.Finish(true)
+		if err != nil || string(got) != string(ops[0]) {
+			t.Errorf("round %d, one operand: %q, %v; want %q", round, got, err, ops[0])
+		}
+		if closer != nil {
+			_ = closer.Close()
+		}
+	}
+}
