@@ -373,8 +373,10 @@ func (s *Sink) submit(bt *batch, entries []buckets.Entry, written map[*buckets.P
 		s.inflight[id] = dup{bt: bt, ev: bt.events[i]}
 	}
 	for _, pt := range bt.entries {
-		if prev, ok := s.catalogue[pt]; ok && s.versions == nil && !slices.Contains(bt.after, prev) {
-			bt.after = append(bt.after, prev)
+		if s.versions == nil {
+			if prev, ok := s.catalogue[pt]; ok && !slices.Contains(bt.after, prev) {
+				bt.after = append(bt.after, prev)
+			}
 		}
 		s.catalogue[pt] = bt
 	}
