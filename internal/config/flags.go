@@ -59,10 +59,13 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 		if hint != "" {
 			usage += "; " + hint
 		}
-		if k == pastRollDelayKey {
-			usage += "; unset: " + EmbeddedPastRollDelay.String() + " on the embedded store, " + known[k].(time.Duration).String() + " on Cassandra"
-		}
 		flag := fs.VarPF(fv, k, "", usage)
+		if k == pastRollDelayKey {
+			// Its default depends on the store: said in the usage, not
+			// shown as one value.
+			flag.Usage += "; unset: " + EmbeddedPastRollDelay.String() + " on the embedded store, " + known[k].(time.Duration).String() + " on Cassandra"
+			flag.DefValue = ""
+		}
 		if typ == "bool" {
 			flag.NoOptDefVal = "true"
 		}

@@ -123,9 +123,9 @@ type Tracker struct {
 	// idx holds the tracked items by a seeded 64-bit hash of their key
 	// (hashOf): the key's two strings hashed once an add instead of the
 	// whole key three times (look-up, delete, insert), as the flusher adds
-	// every partition of every batch. A key whose hash equals a tracked item's other key is
-	// not counted; with at most Capacity items tracked, that is about one
-	// add in 10^16 at the default capacity.
+	// every partition of every batch. A key whose hash equals a tracked
+	// item's other key is not counted; with at most Capacity items
+	// tracked, that is about one add in 10^16 at the default capacity.
 	idx  map[uint64]*item
 	seed maphash.Seed
 }

@@ -23,9 +23,11 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 	// they held a sixth of the gateway's allocations at a million devices,
 	// grown anew every round).
 	rs := &s.resolving
-	defer rs.reset()
 	index, missing, fills := rs.index, rs.missing, rs.fills
-	defer func() { rs.missing, rs.fills = missing, fills }()
+	defer func() {
+		rs.missing, rs.fills = missing, fills
+		rs.reset()
+	}()
 	need := func(sd model.SeriesDay, slot **buckets.Series) {
 		if *slot = s.planner.Lookup(sd); *slot != nil {
 			return
@@ -87,8 +89,19 @@ type fill struct {
 	i    int
 }
 
-// reset empties rs, keeping its room, and drops what it pointed to.
+// maxResolving bounds the series-days of a round whose room resolving
+// keeps: past it (a round of unusually many, at midnight UTC or after a
+// restart), the map and slices go, rather than every later round clearing
+// a map sized for that peak.
+const maxResolving = 1 << 14
+
+// reset empties rs, keeping its room up to maxResolving, and drops what it
+// pointed to.
 func (rs *resolving) reset() {
+	if len(rs.missing) > maxResolving {
+		*rs = resolving{}
+		return
+	}
 	clear(rs.index)
 	clear(rs.missing)
 	clear(rs.fills)

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -168,6 +169,33 @@ func TestSplitDays(t *testing.T) {
 		top, ok := sp.note(tt.day, tt.n)
 		if top != tt.top || ok != tt.ok {
 			t.Errorf("step %d (%s): note(%d, %d) = %d, %v; want %d, %v", i, tt.reason, tt.day, tt.n, top, ok, tt.top, tt.ok)
+		}
+	}
+}
+
+// TestResolvingReset: resolve's scratch keeps its room from round to
+// round, emptied, unless a round made it larger than maxResolving.
+func TestResolvingReset(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		keep bool
+	}{{10, true}, {maxResolving, true}, {maxResolving + 1, false}} {
+		rs := resolving{index: map[model.SeriesDay]int{}}
+		for i := range tt.n {
+			sd := model.SeriesDay{Tenant: tenant, Series: fmt.Sprint(i)}
+			rs.index[sd] = i
+			rs.missing = append(rs.missing, sd)
+			rs.fills = append(rs.fills, fill{i: i})
+		}
+		rs.reset()
+		if len(rs.index) != 0 || len(rs.missing) != 0 || len(rs.fills) != 0 {
+			t.Errorf("%d series-days: not emptied (%d, %d, %d)", tt.n, len(rs.index), len(rs.missing), len(rs.fills))
+		}
+		if kept := rs.index != nil && cap(rs.missing) >= tt.n; kept != tt.keep {
+			t.Errorf("%d series-days: room kept %v, want %v", tt.n, kept, tt.keep)
+		}
+		if tt.keep && rs.missing[:tt.n][tt.n-1] != (model.SeriesDay{}) {
+			t.Errorf("%d series-days: the emptied slice still points to a series-day", tt.n)
 		}
 	}
 }

@@ -269,9 +269,10 @@ type Sink struct {
 	// WithNewMinutes (flusher goroutine): the batches that claimed new
 	// minutes and may be in flight, in the order they were planned.
 	newMinutes bool
+	claimers   []claimer
+
 	// checkInFlight: see WithInFlightCheck.
 	checkInFlight bool
-	claimers      []claimer
 }
 
 // WithAuditGate has Write refuse a request, storing nothing, when gate

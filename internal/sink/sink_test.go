@@ -1215,7 +1215,7 @@ func TestAuditConflictInFlight(t *testing.T) {
 func TestAuditGate(t *testing.T) {
 	st := tempStore(t)
 	late := errors.New("late")
-	s := New(testConfig(), testBuckets(), st, slog.New(slog.DiscardHandler), nil, WithAuditGate(func(e *model.AuditEvent) error {
+	s := New(testConfig(), testBuckets(), st, slog.New(slog.DiscardHandler), nil, WithInFlightCheck(), WithAuditGate(func(e *model.AuditEvent) error {
 		if e.EventID == "late" {
 			return late
 		}
@@ -1244,7 +1244,7 @@ func TestPlannerBoundedWithinSettleInterval(t *testing.T) {
 	bcfg := testBuckets()
 	bcfg.MaxSeriesDays = 20
 	bcfg.Reserve = buckets.DefaultReserve(bcfg) // as the gateway runs: entries ahead
-	s := New(testConfig(), bcfg, st, discard, prometheus.NewRegistry(), WithSettleInterval(interval))
+	s := New(testConfig(), bcfg, st, discard, prometheus.NewRegistry(), WithSettleInterval(interval), WithInFlightCheck())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

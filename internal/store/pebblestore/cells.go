@@ -167,8 +167,9 @@ var storeMerger = &pebble.Merger{
 // of three allocations a key.
 var cellMerges = sync.Pool{New: func() any { return new(cellMerge) }}
 
-// maxPooledCells is the largest buffer a recycled merger keeps.
-const maxPooledCells = 4 << 10
+// maxPooledValue is the largest buffer a recycled merger (of reading keys
+// or catalogue entries) keeps.
+const maxPooledValue = 4 << 10
 
 // cellMerge combines the values of one reading key: first is the first
 // operand Pebble handed over (in a buffer of its own, kept across uses),
@@ -209,7 +210,7 @@ func (m *cellMerge) Close() error {
 	clear(m.older[:cap(m.older)])
 	clear(m.ops)
 	m.older, m.ops = m.older[:0], m.ops[:0]
-	if cap(m.first) > maxPooledCells {
+	if cap(m.first) > maxPooledValue {
 		m.first = nil
 	}
 	cellMerges.Put(m)

@@ -60,7 +60,7 @@ func (m *latestVersion) Finish(bool) ([]byte, io.Closer, error) { return m.best,
 
 // Close recycles m once Pebble is done with the value Finish returned.
 func (m *latestVersion) Close() error {
-	if cap(m.best) > maxPooledCells {
+	if cap(m.best) > maxPooledValue {
 		m.best = nil
 	}
 	latestVersions.Put(m)

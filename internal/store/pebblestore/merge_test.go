@@ -59,10 +59,12 @@ func TestCatalogueLatestVersionWins(t *testing.T) {
 	}
 }
 
-// TestLatestVersionMergerRecycled merges one catalogue key's operands in
-// every order Pebble may hand them over, closing each merger after its
-// value is read, so that the next merges run on recycled ones: each keeps
-// the highest version, and a recycled merger keeps nothing of its last use.
+// TestLatestVersionMergerRecycled merges one catalogue key's operands
+// starting from each of them (older ones by MergeOlder, newer by
+// MergeNewer), closing each merger after its value is read, so that the
+// next merges may run on recycled ones (sync.Pool keeps them on a best
+// effort): each keeps the highest version, and a merger keeps nothing of
+// an earlier use.
 func TestLatestVersionMergerRecycled(t *testing.T) {
 	ops := [][]byte{ // oldest first, versions 1, 5, 3 (a commit may land late)
 		versionedInfo(nil, 1, []byte("one")),
