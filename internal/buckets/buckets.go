@@ -238,16 +238,14 @@ type Series struct {
 	// state's own allocation: most series-days have one partition, and
 	// with a fleet far larger than MaxSeriesDays every write of a device
 	// loads or opens one (three allocations each, else).
-	first     Partition
-	firstUsed bool
-	one       [1]*Partition
+	first Partition
+	one   [1]*Partition
 }
 
 // newPartition returns a partition of s holding info, in s's room for one
-// if it is free.
+// if it is free (first.s is set once it is used).
 func (s *Series) newPartition(info model.PartitionInfo) *Partition {
-	if !s.firstUsed {
-		s.firstUsed = true
+	if s.first.s == nil {
 		s.first = Partition{s: s, info: info}
 		return &s.first
 	}
@@ -330,7 +328,12 @@ func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series 
 			s.active = pt
 		}
 	}
-	p.days.put(s)
+	if old := p.days.put(s); old != nil {
+		// Not expected (callers load what Lookup did not find), but a
+		// state replaced must not stay held, or evict would take it out
+		// of the index a second time.
+		old.held = false
+	}
 	p.queueIdle(s) // a series-day loaded and never written can go
 	return s
 }
@@ -428,8 +431,7 @@ func (p *Planner) evict() {
 		s.queued = false
 		p.checked++
 		if s.held && p.evictable(s) {
-			// Not looked up first: with a million series-days a day each
-			// look-up misses the CPU's caches.
+			// Removed as the state it is, not looked up by its key.
 			p.days.remove(s)
 			s.held = false
 		}

@@ -7,7 +7,7 @@ import (
 )
 
 // index holds the series-days a planner has loaded, by a 64-bit hash of
-// their key: a Go map keyed by the hash is a quarter of the size of one
+// their key (model.SeriesDay.Hash): a Go map keyed by the hash is a quarter of the size of one
 // keyed by model.SeriesDay (16 bytes a slot instead of 64), whose every
 // look-up also hashes two strings, and with a fleet of a million devices
 // a day every look-up of a new series-day misses the CPU's caches. Keys
@@ -21,13 +21,7 @@ type index struct {
 
 func newIndex() index { return index{seed: maphash.MakeSeed(), m: make(map[uint64]*Series)} }
 
-// hash is injective in (Day, Kind) for a given tenant and device, and
-// mixes the device's and the tenant's seeded hashes.
-func (ix *index) hash(sd model.SeriesDay) uint64 {
-	const odd = 0x9e3779b97f4a7c15 // multiplying by an odd constant is a bijection
-	t := maphash.String(ix.seed, sd.Tenant)
-	return maphash.String(ix.seed, sd.Series) ^ (t*odd + uint64(uint32(sd.Day))<<8 + uint64(sd.Kind))
-}
+func (ix *index) hash(sd model.SeriesDay) uint64 { return sd.Hash(ix.seed) }
 
 // get returns the state of sd, or nil.
 func (ix *index) get(sd model.SeriesDay) *Series { return ix.find(ix.hash(sd), sd) }
@@ -42,16 +36,16 @@ func (ix *index) find(h uint64, sd model.SeriesDay) *Series {
 	return nil
 }
 
-// put adds s. A state of the same series-day the index holds is taken out
-// and no longer marked held: the look-up costs little, as link reads the
-// same slot for the chain.
-func (ix *index) put(s *Series) {
+// put adds s, and returns the state of the same series-day it replaced,
+// if any: the look-up costs little, as link reads the same slot for the
+// chain.
+func (ix *index) put(s *Series) (replaced *Series) {
 	h := ix.hash(s.sd)
-	if old := ix.find(h, s.sd); old != nil {
-		ix.remove(old)
-		old.held = false
+	if replaced = ix.find(h, s.sd); replaced != nil {
+		ix.remove(replaced)
 	}
 	ix.link(s, h)
+	return replaced
 }
 
 // link adds s under hash h.

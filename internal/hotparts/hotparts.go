@@ -141,11 +141,7 @@ func New(capacity int, tau time.Duration) *Tracker {
 }
 
 // hashOf returns pk's hash in idx.
-func (t *Tracker) hashOf(pk model.PartitionKey) uint64 {
-	const odd = 0x9e3779b97f4a7c15 // multiplying by an odd constant is a bijection
-	rest := uint64(uint32(pk.Day))<<32 | uint64(pk.Sub)
-	return maphash.String(t.seed, pk.Series) ^ (maphash.String(t.seed, pk.Tenant)+uint64(pk.Kind))*odd ^ rest*(odd+2)
-}
+func (t *Tracker) hashOf(pk model.PartitionKey) uint64 { return pk.Hash(t.seed) }
 
 // Add records rows written to partition pk at now.
 func (t *Tracker) Add(now time.Time, pk model.PartitionKey, rows int64) {

@@ -4,6 +4,7 @@ package model
 
 import (
 	"fmt"
+	"hash/maphash"
 	"time"
 	"unicode/utf8"
 )
@@ -198,6 +199,24 @@ type SeriesDay struct {
 // SeriesDay drops the sub-bucket.
 func (p PartitionKey) SeriesDay() SeriesDay {
 	return SeriesDay{Kind: p.Kind, Tenant: p.Tenant, Series: p.Series, Day: p.Day}
+}
+
+// hashOdd is an odd constant: multiplying by it is a bijection of uint64.
+const hashOdd = 0x9e3779b97f4a7c15
+
+// Hash returns a 64-bit hash of s seeded with seed, for in-memory indexes
+// keyed by it (a seed drawn per process, maphash.MakeSeed, so that a
+// client cannot choose device ids that collide). For one tenant and
+// device it is injective in (Day, Kind).
+func (s SeriesDay) Hash(seed maphash.Seed) uint64 {
+	t := maphash.String(seed, s.Tenant)
+	return maphash.String(seed, s.Series) ^ (t*hashOdd + uint64(uint32(s.Day))<<8 + uint64(s.Kind))
+}
+
+// Hash returns a 64-bit hash of p seeded with seed: its series-day's
+// (SeriesDay.Hash), mixed with the sub-bucket.
+func (p PartitionKey) Hash(seed maphash.Seed) uint64 {
+	return p.SeriesDay().Hash(seed) ^ uint64(p.Sub)*(hashOdd+2)
 }
 
 // Partition returns the key of sub-bucket sub of the series-day.

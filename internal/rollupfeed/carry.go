@@ -211,7 +211,6 @@ func (f *Feed) storeCarried(c carried, version uint64) ([]byte, error) {
 		rows = bl.Rows()
 		b = rest
 		if len(rows) >= chunk || len(b) == 0 {
-			f.m.emitted.Add(float64(len(rows)))
 			f.store(rows)
 			clear(rows)
 			rows = rows[:0]

@@ -541,9 +541,11 @@ func (f *Feed) signal() {
 	}
 }
 
-// store hands emitted rows on in chunks of at most BatchRows rows: into a
-// local backend directly, else (or when that insert fails) to the outbox.
+// store counts rows as emitted and hands them on in chunks of at most
+// BatchRows rows: into a local backend directly, else (or when that insert
+// fails) to the outbox.
 func (f *Feed) store(rows []rollup.Row) {
+	f.m.emitted.Add(float64(len(rows)))
 	var buf []byte
 	queued := false
 	for len(rows) > 0 {

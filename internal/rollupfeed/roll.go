@@ -145,7 +145,6 @@ func (f *Feed) roll(ctx context.Context, force bool) (more bool, done int) {
 		}
 		rows, failed := f.recompute(ctx, devs, version)
 		for _, r := range rows {
-			f.m.emitted.Add(float64(len(r)))
 			f.store(r)
 			f.putRows(r)
 		}

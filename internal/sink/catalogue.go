@@ -16,33 +16,12 @@ import (
 // catalogue of those the planner does not hold.
 func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Series, error) {
 	out := make([][]*buckets.Series, len(group))
-	// Each slot to fill once missing is loaded, with its series-day's index
-	// in missing: one map entry per series-day missing, and no allocation
-	// per series-day (with a million devices a day, nearly every one). The
-	// map and slices are the flusher's, kept from round to round (emptied:
-	// they held a sixth of the gateway's allocations at a million devices,
-	// grown anew every round).
 	rs := &s.resolving
-	index, missing, fills := rs.index, rs.missing, rs.fills
-	defer func() {
-		rs.missing, rs.fills = missing, fills
-		rs.reset()
-	}()
+	defer rs.reset()
 	need := func(sd model.SeriesDay, slot **buckets.Series) {
-		if *slot = s.planner.Lookup(sd); *slot != nil {
-			return
+		if *slot = s.planner.Lookup(sd); *slot == nil {
+			rs.add(sd, slot)
 		}
-		if index == nil {
-			index = make(map[model.SeriesDay]int)
-			rs.index = index
-		}
-		i, ok := index[sd]
-		if !ok {
-			i = len(missing)
-			index[sd] = i
-			missing = append(missing, sd)
-		}
-		fills = append(fills, fill{slot, i})
 	}
 	for gi, p := range group {
 		hs := make([]*buckets.Series, len(p.req.Readings)+len(p.req.Audit))
@@ -62,20 +41,26 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 		}
 		out[gi] = hs
 	}
-	if len(missing) == 0 {
+	if len(rs.missing) == 0 {
 		return out, nil
 	}
-	hs, err := s.load(ctx, missing, false)
+	hs, err := s.load(ctx, rs.missing, false)
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range fills {
+	for _, f := range rs.fills {
 		*f.slot = hs[f.i]
 	}
 	return out, nil
 }
 
-// resolving is what resolve reuses from round to round.
+// resolving is what resolve collects of a round's series-days the planner
+// does not hold: each once in missing (index maps it to its place there),
+// and every slot to fill with its state once missing is loaded. One map
+// entry a series-day missing, no allocation for each (with a million
+// devices a day, nearly every one is missing); the map and slices are the
+// flusher's, kept from round to round, emptied (grown anew every round,
+// they were a sixth of the gateway's allocations at a million devices).
 type resolving struct {
 	index   map[model.SeriesDay]int
 	missing []model.SeriesDay
@@ -94,6 +79,20 @@ type fill struct {
 // restart), the map and slices go, rather than every later round clearing
 // a map sized for that peak.
 const maxResolving = 1 << 14
+
+// add notes that slot is to be filled with the state of sd, once loaded.
+func (rs *resolving) add(sd model.SeriesDay, slot **buckets.Series) {
+	if rs.index == nil {
+		rs.index = make(map[model.SeriesDay]int)
+	}
+	i, ok := rs.index[sd]
+	if !ok {
+		i = len(rs.missing)
+		rs.index[sd] = i
+		rs.missing = append(rs.missing, sd)
+	}
+	rs.fills = append(rs.fills, fill{slot, i})
+}
 
 // reset empties rs, keeping its room up to maxResolving, and drops what it
 // pointed to.
