@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -54,5 +55,39 @@ func TestTablesHaveOneLevelIndex(t *testing.T) {
 	}
 	if tables == 0 {
 		t.Fatal("the flush wrote no table")
+	}
+}
+
+// Level 0 gathers several flushes before Pebble compacts it (see
+// l0CompactionThreshold): three flushes that each span the whole key range,
+// which Pebble's default would compact from the second on, stay three tables
+// in level 0.
+func TestLevelZeroGathersFlushes(t *testing.T) {
+	db, err := pebblestore.OpenDB(t.TempDir(), pebblestore.Options{CacheBytes: 1 << 20}, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const flushes = 3
+	for f := range flushes {
+		b := db.NewBatch()
+		for i := range 100 {
+			if err := b.Set(fmt.Appendf(nil, "r-series-%04d", i), fmt.Appendf(nil, "flush %d", f), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Commit(pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A compaction Pebble scheduled would have begun by now; give it time
+	// to finish so that the check below sees what it left.
+	time.Sleep(500 * time.Millisecond)
+	m := db.Metrics()
+	if n := m.Levels[0].TablesCount; n != flushes {
+		t.Errorf("level 0 holds %d tables after %d flushes (%d compactions): want them all, uncompacted", n, flushes, m.Compact.Count)
 	}
 }
