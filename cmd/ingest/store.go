@@ -48,7 +48,17 @@ func openBackend(ctx context.Context, cfg *config.Config, logger *slog.Logger, r
 	default:
 		opts := pebblestore.OptionsFor(cfg.Plan())
 		opts.CacheBytes = cfg.Store.Pebble.CacheBytes
-		return pebblestore.Open(cfg.DataDir, opts, logger)
+		st, err := pebblestore.Open(cfg.DataDir, opts, logger)
+		if err != nil {
+			return nil, err
+		}
+		if reg != nil {
+			if err := st.Register(reg); err != nil {
+				_ = st.Close()
+				return nil, err
+			}
+		}
+		return st, nil
 	}
 }
 

@@ -2,6 +2,9 @@ package pebblestore
 
 import (
 	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sluicehq/sluice/internal/store"
 )
@@ -22,4 +25,12 @@ func ReadsAfter(t testing.TB, st *Store, b *store.Batch) *Reads {
 	}
 	t.Cleanup(func() { _ = rs.Close() })
 	return rs
+}
+
+// StallForTest reports a write stall of d to the event listener the store
+// gave Pebble, as Pebble would.
+func (s *Store) StallForTest(info pebble.WriteStallBeginInfo, d time.Duration) {
+	s.po.EventListener.WriteStallBegin(info)
+	time.Sleep(d)
+	s.po.EventListener.WriteStallEnd()
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -46,6 +47,7 @@ type Store struct {
 	sealMu sync.Mutex // serialises PutAuditSeal's check and write
 	// leafFiles numbers the files that seals write their leaves to.
 	leafFiles atomic.Uint64
+	stalls    *stalls // Pebble's write stalls, for the metrics
 }
 
 // Version returns the version of the next batch (sink.Versioner): catalogue
@@ -61,7 +63,8 @@ func OptionsFor(p membudget.Plan) Options {
 
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
-	db, po, err := openDB(dir, opts, logger)
+	st := &stalls{}
+	db, po, err := openDB(dir, opts, logger, st)
 	if err != nil {
 		return nil, fmt.Errorf("open embedded store %q: %w", dir, err)
 	}
@@ -75,7 +78,7 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
 	if opts.NoSync {
 		wo = pebble.NoSync
 	}
-	return &Store{db: db, po: po, dir: dir, logger: logger, wo: wo}, nil
+	return &Store{db: db, po: po, dir: dir, logger: logger, wo: wo, stalls: st}, nil
 }
 
 // OpenDB opens the Pebble database in dir with the store's settings (block
@@ -83,13 +86,13 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
 // the benchmarks' raw-store limits write to, so that they are measured on
 // the same settings.
 func OpenDB(dir string, opts Options, logger *slog.Logger) (*pebble.DB, error) {
-	db, _, err := openDB(dir, opts, logger)
+	db, _, err := openDB(dir, opts, logger, nil)
 	return db, err
 }
 
 // openDB opens the Pebble database in dir and returns it with the options
-// it was opened with.
-func openDB(dir string, opts Options, logger *slog.Logger) (*pebble.DB, *pebble.Options, error) {
+// it was opened with. Its write stalls are counted in st, unless st is nil.
+func openDB(dir string, opts Options, logger *slog.Logger, st *stalls) (*pebble.DB, *pebble.Options, error) {
 	cacheBytes, memTable, memTables := opts.CacheBytes, opts.MemTableBytes, opts.MemTables
 	if cacheBytes <= 0 {
 		cacheBytes = 64 << 20
@@ -114,6 +117,12 @@ func openDB(dir string, opts Options, logger *slog.Logger) (*pebble.DB, *pebble.
 	}
 	for i := range po.Levels {
 		po.Levels[i].IndexBlockSize = indexBlockSize
+	}
+	if st != nil {
+		po.EventListener = &pebble.EventListener{
+			WriteStallBegin: func(pebble.WriteStallBeginInfo) { st.begin(time.Now()) },
+			WriteStallEnd:   func() { st.end(time.Now()) },
+		}
 	}
 	// Defaulted here, not only in the copy Open makes: the leaf tables a
 	// seal writes take their format from po.

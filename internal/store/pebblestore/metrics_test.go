@@ -1,0 +1,91 @@
+package pebblestore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/pebblestore"
+)
+
+// gather returns the value of every family reg holds, by name.
+func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch mf.GetType() {
+			case dto.MetricType_COUNTER:
+				out[mf.GetName()] += m.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				out[mf.GetName()] += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// The store's metrics follow its LSM tree: a commit and a flush show as a
+// flush, a table in level 0 and bytes on disk; a write stall Pebble
+// reports is counted with its time.
+func TestStoreMetrics(t *testing.T) {
+	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{CacheBytes: 1 << 20}, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	reg := prometheus.NewRegistry()
+	if err := st.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	before := gather(t, reg)
+	for _, name := range []string{"sluice_store_flushes_total", "sluice_store_l0_tables", "sluice_store_l0_sublevels", "sluice_store_write_stalls_total"} {
+		if v, ok := before[name]; !ok || v != 0 {
+			t.Errorf("%s = %v (exported: %v) on an empty store, want 0", name, v, ok)
+		}
+	}
+
+	day := model.DayOf(time.Now().UnixMilli())
+	pk := model.PartitionKey{Kind: model.KindReadings, Tenant: "t", Series: "d", Day: day}
+	b := &store.Batch{Catalogue: []model.PartitionInfo{{Key: pk, Rows: 1, MinTS: day.Start(), MaxTS: day.Start(), State: "single"}}}
+	if err := st.Commit(t.Context(), b); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	st.StallForTest(pebble.WriteStallBeginInfo{Reason: "test"}, 20*time.Millisecond)
+
+	// A second registry reads Pebble's metrics afresh (each reads them at
+	// most once a second).
+	reg2 := prometheus.NewRegistry()
+	if err := st.Register(reg2); err != nil {
+		t.Fatal(err)
+	}
+	after := gather(t, reg2)
+	for name, want := range map[string]float64{
+		"sluice_store_flushes_total":      1,
+		"sluice_store_l0_tables":          1,
+		"sluice_store_l0_sublevels":       1,
+		"sluice_store_write_stalls_total": 1,
+	} {
+		if after[name] != want {
+			t.Errorf("%s = %v after a commit, a flush and a stall, want %v", name, after[name], want)
+		}
+	}
+	if d := after["sluice_store_write_stall_seconds_total"]; d < 0.02 || d > 10 {
+		t.Errorf("sluice_store_write_stall_seconds_total = %v after a stall of 20ms", d)
+	}
+	if after["sluice_store_disk_bytes"] <= 0 {
+		t.Errorf("sluice_store_disk_bytes = %v with a table on disk", after["sluice_store_disk_bytes"])
+	}
+}
