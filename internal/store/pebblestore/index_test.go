@@ -3,8 +3,9 @@ package pebblestore_test
 import (
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -14,7 +15,8 @@ import (
 // The store writes each table's index as one block (see indexBlockSize):
 // a table of a few hundred data blocks, which Pebble's default would give
 // a two-level index, has one, so a lookup that misses the cache reads no
-// second-level index block.
+// second-level index block. Its data blocks are of dataBlockSize (32 KiB)
+// before compression, not Pebble's 4 KiB.
 func TestTablesHaveOneLevelIndex(t *testing.T) {
 	db, err := pebblestore.OpenDB(t.TempDir(), pebblestore.Options{CacheBytes: 1 << 20}, discard)
 	if err != nil {
@@ -22,10 +24,18 @@ func TestTablesHaveOneLevelIndex(t *testing.T) {
 	}
 	defer db.Close()
 	b := db.NewBatch()
-	val := make([]byte, 100)
+	val := make([]byte, 104)
+	rng := rand.New(rand.NewPCG(1, 2))
+	// Keys with a long common prefix make long index entries (the separator
+	// between two blocks runs to the first byte that differs), so that a
+	// table of a few dozen 32 KiB blocks has an index past the 32 KiB at
+	// which Pebble's default (the data block size) would split it.
+	prefix := "c-" + strings.Repeat("p", 1000)
 	for i := range 20_000 {
-		key := fmt.Appendf(nil, "c-series-%08d", i)
-		binary.BigEndian.PutUint64(val, uint64(i)*0x9e3779b97f4a7c15) // values differ (blocks are counted uncompressed)
+		key := fmt.Appendf(nil, "%s%08d", prefix, i)
+		for j := 0; j < len(val); j += 8 {
+			binary.LittleEndian.PutUint64(val[j:], rng.Uint64()) // values that do not compress
+		}
 		if err := b.Set(key, val, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -40,36 +50,38 @@ func TestTablesHaveOneLevelIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tables := 0
+	largest := uint64(0)
 	for _, level := range levels {
 		for _, tb := range level {
-			tables++
 			p := tb.Properties
-			if p.NumDataBlocks < 200 {
-				t.Errorf("table %s has %d data blocks: too few to test the index", tb.FileNum, p.NumDataBlocks)
+			if p.NumDataBlocks > 1 {
+				largest = max(largest, p.IndexSize)
 			}
 			if p.IndexPartitions != 0 {
 				t.Errorf("table %s (%d data blocks) has a two-level index of %d partitions", tb.FileNum, p.NumDataBlocks, p.IndexPartitions)
 			}
+			if avg := p.DataSize / max(p.NumDataBlocks, 1); p.NumDataBlocks > 1 && avg < 28<<10 {
+				t.Errorf("table %s: data blocks of %d bytes on average, want about 32 KiB", tb.FileNum, avg)
+			}
 		}
 	}
-	if tables == 0 {
-		t.Fatal("the flush wrote no table")
+	if largest < 40<<10 {
+		t.Fatalf("the largest index is of %d bytes: too small to test it (Pebble's default splits past 32 KiB)", largest)
 	}
 }
 
 // Level 0 gathers several flushes before Pebble compacts it (see
-// l0CompactionThreshold): three flushes that each span the whole key range,
-// which Pebble's default would compact from the second on, stay three tables
-// in level 0.
+// l0CompactionThreshold): Pebble scores level 0 at twice its depth over the
+// threshold and compacts it from a score of 1, so three flushes that each
+// span the whole key range score 0.75 (Pebble's default would score them
+// 1.5, and compact them).
 func TestLevelZeroGathersFlushes(t *testing.T) {
 	db, err := pebblestore.OpenDB(t.TempDir(), pebblestore.Options{CacheBytes: 1 << 20}, discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	const flushes = 3
-	for f := range flushes {
+	for f := range 3 {
 		b := db.NewBatch()
 		for i := range 100 {
 			if err := b.Set(fmt.Appendf(nil, "r-series-%04d", i), fmt.Appendf(nil, "flush %d", f), nil); err != nil {
@@ -82,12 +94,9 @@ func TestLevelZeroGathersFlushes(t *testing.T) {
 		if err := db.Flush(); err != nil {
 			t.Fatal(err)
 		}
-	}
-	// A compaction Pebble scheduled would have begun by now; give it time
-	// to finish so that the check below sees what it left.
-	time.Sleep(500 * time.Millisecond)
-	m := db.Metrics()
-	if n := m.Levels[0].TablesCount; n != flushes {
-		t.Errorf("level 0 holds %d tables after %d flushes (%d compactions): want them all, uncompacted", n, flushes, m.Compact.Count)
+		m := db.Metrics()
+		if got, want := m.Levels[0].FillFactor, float64(2*(f+1))/8; got != want {
+			t.Errorf("after %d flushes level 0 scores %v (%d tables), want %v", f+1, got, m.Levels[0].TablesCount, want)
+		}
 	}
 }
