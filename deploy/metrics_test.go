@@ -117,7 +117,10 @@ func TestDashboardMetricsExported(t *testing.T) {
 	testenv.Require(t, "mosquitto", mqttAddr)
 	testenv.LockClickHouse(t, false)
 	testenv.Require(t, "clickhouse", chAddr)
-	names := queriedMetrics(t)
+	// The embedded store's metrics are not exported on Cassandra, which the
+	// compose deployment runs: e2e TestAlertMetricsExported checks them on
+	// a gateway with the embedded store.
+	names := slices.DeleteFunc(queriedMetrics(t), func(n string) bool { return strings.HasPrefix(n, "sluice_store_") })
 	if len(names) < 15 {
 		t.Fatalf("only %d metrics found in the dashboards and rules: %v", len(names), names)
 	}

@@ -2,80 +2,90 @@ package pebblestore
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// snapshotAge is how long one reading of Pebble's metrics serves a scrape:
-// the families below read it once per scrape, not once each.
-const snapshotAge = time.Second
-
-// lsm reads Pebble's metrics for the families Register adds.
-type lsm struct {
-	db *pebble.DB
-	mu sync.Mutex
-	at time.Time
-	m  *pebble.Metrics
+// family is one metric family of the embedded store, read from Pebble's
+// metrics and the write-stall counter at each scrape.
+type family struct {
+	Name, Help string
+	Type       prometheus.ValueType
+	value      func(m *pebble.Metrics, stalls uint64, stalled time.Duration) float64
 }
 
-func (l *lsm) metrics() *pebble.Metrics {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now := time.Now(); l.m == nil || now.Sub(l.at) > snapshotAge {
-		l.m, l.at = l.db.Metrics(), now
+// families are the embedded store's metrics (docs/operations.md, "The
+// embedded store").
+var families = []family{
+	{Name: "sluice_store_l0_sublevels", Type: prometheus.GaugeValue,
+		Help:  fmt.Sprintf("Sublevels of level 0 of the embedded store: compacted from %d, commits held at %d.", l0CompactionThreshold/2, l0StopWritesThreshold),
+		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.Levels[0].Sublevels) }},
+	{Name: "sluice_store_l0_tables", Type: prometheus.GaugeValue,
+		Help:  "Tables in level 0 of the embedded store.",
+		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.Levels[0].TablesCount) }},
+	{Name: "sluice_store_compaction_debt_bytes", Type: prometheus.GaugeValue,
+		Help:  "Bytes the embedded store estimates it must compact to bring its levels within their targets.",
+		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.Compact.EstimatedDebt) }},
+	{Name: "sluice_store_flushes_total", Type: prometheus.CounterValue,
+		Help:  "Memtable flushes of the embedded store.",
+		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.Flush.Count) }},
+	{Name: "sluice_store_compactions_total", Type: prometheus.CounterValue,
+		Help:  "Compactions of the embedded store.",
+		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.Compact.Count) }},
+	{Name: "sluice_store_memtable_bytes", Type: prometheus.GaugeValue,
+		Help:  "Bytes of the embedded store's memtables: the one written and any waiting for their flush.",
+		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.MemTable.Size) }},
+	{Name: "sluice_store_disk_bytes", Type: prometheus.GaugeValue,
+		Help:  "Bytes the embedded store's files take on disk.",
+		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.DiskSpaceUsage()) }},
+	{Name: "sluice_store_block_cache_hits_total", Type: prometheus.CounterValue,
+		Help:  "Block look-ups of the embedded store served by its block cache.",
+		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.BlockCache.Hits) }},
+	{Name: "sluice_store_block_cache_misses_total", Type: prometheus.CounterValue,
+		Help:  "Block look-ups of the embedded store that missed its block cache and read the block from its file.",
+		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.BlockCache.Misses) }},
+	{Name: "sluice_store_write_stalls_total", Type: prometheus.CounterValue,
+		Help:  "Times the embedded store held commits because flushes or compactions were behind.",
+		value: func(_ *pebble.Metrics, n uint64, _ time.Duration) float64 { return float64(n) }},
+	{Name: "sluice_store_write_stall_seconds_total", Type: prometheus.CounterValue,
+		Help:  "Time the embedded store held commits because flushes or compactions were behind.",
+		value: func(_ *pebble.Metrics, _ uint64, d time.Duration) float64 { return d.Seconds() }},
+}
+
+// collector exports families, reading Pebble's metrics once a scrape.
+type collector struct {
+	db     *pebble.DB
+	stalls *stalls
+	descs  []*prometheus.Desc
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
 	}
-	return l.m
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	m := c.db.Metrics()
+	n, d := c.stalls.read()
+	for i, f := range families {
+		ch <- prometheus.MustNewConstMetric(c.descs[i], f.Type, f.value(m, n, d))
+	}
 }
 
 // Register adds the embedded store's metrics to reg: the shape of its LSM
 // tree (level 0's sublevels and tables, the compaction debt), its flushes,
-// compactions and write stalls, its block cache and its size on disk
-// (docs/operations.md, "The embedded store").
+// compactions and write stalls, its memtables, its block cache and its
+// size on disk.
 func (s *Store) Register(reg prometheus.Registerer) error {
-	l := &lsm{db: s.db}
-	m := l.metrics
-	cs := []prometheus.Collector{
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_store_l0_sublevels",
-			Help: "Sublevels of level 0 of the embedded store: compacted from 4, writes wait at 32."},
-			func() float64 { return float64(m().Levels[0].Sublevels) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_store_l0_tables",
-			Help: "Tables in level 0 of the embedded store."},
-			func() float64 { return float64(m().Levels[0].TablesCount) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_store_compaction_debt_bytes",
-			Help: "Bytes the embedded store estimates it must compact to bring its levels within their targets."},
-			func() float64 { return float64(m().Compact.EstimatedDebt) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_store_flushes_total",
-			Help: "Memtable flushes of the embedded store."},
-			func() float64 { return float64(m().Flush.Count) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_store_compactions_total",
-			Help: "Compactions of the embedded store."},
-			func() float64 { return float64(m().Compact.Count) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_store_memtable_bytes",
-			Help: "Bytes of the embedded store's memtables, the one written and those waiting for their flush."},
-			func() float64 { return float64(m().MemTable.Size) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_store_disk_bytes",
-			Help: "Bytes the embedded store's files take on disk."},
-			func() float64 { return float64(m().DiskSpaceUsage()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_store_block_cache_hits_total",
-			Help: "Reads of the embedded store served by its block cache."},
-			func() float64 { return float64(m().BlockCache.Hits) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_store_block_cache_misses_total",
-			Help: "Reads of the embedded store that missed its block cache."},
-			func() float64 { return float64(m().BlockCache.Misses) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_store_write_stalls_total",
-			Help: "Times the embedded store held commits because flushes or compactions were behind."},
-			func() float64 { n, _ := s.stalls.read(time.Now()); return float64(n) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_store_write_stall_seconds_total",
-			Help: "Time the embedded store held commits because flushes or compactions were behind."},
-			func() float64 { _, d := s.stalls.read(time.Now()); return d.Seconds() }),
+	c := &collector{db: s.db, stalls: s.stalls}
+	for _, f := range families {
+		c.descs = append(c.descs, prometheus.NewDesc(f.Name, f.Help, nil, nil))
 	}
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("register the embedded store's metrics: %w", err)
-		}
+	if err := reg.Register(c); err != nil {
+		return fmt.Errorf("register the embedded store's metrics: %w", err)
 	}
 	return nil
 }

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -121,8 +120,8 @@ func openDB(dir string, opts Options, logger *slog.Logger, st *stalls) (*pebble.
 	}
 	if st != nil {
 		po.EventListener = &pebble.EventListener{
-			WriteStallBegin: func(pebble.WriteStallBeginInfo) { st.begin(time.Now()) },
-			WriteStallEnd:   func() { st.end(time.Now()) },
+			WriteStallBegin: func(pebble.WriteStallBeginInfo) { st.begin() },
+			WriteStallEnd:   st.end,
 		}
 	}
 	// Defaulted here, not only in the copy Open makes: the leaf tables a
@@ -168,7 +167,8 @@ const indexBlockSize = 256 << 10
 // gathers before Pebble compacts it into the level below: Pebble scores
 // level 0 at twice its depth over this threshold and compacts from a score
 // of 1, so 8 compacts from four sublevels (Pebble's default, 4, from two).
-// Every flush of a day's writes spans every series of the day, so each
+// (while the level below is within its target; a file count of 500 also
+// starts one). Every flush of a day's writes spans every series of the day, so each
 // compaction out of level 0 rewrites the day's share of the base level
 // beneath it: gathering twice as many flushes a compaction halves how often
 // that share is rewritten, and with a million devices a day (a catalogue

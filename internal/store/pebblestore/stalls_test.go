@@ -6,30 +6,59 @@ import (
 )
 
 func TestStalls(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	type step struct {
+		at int    // milliseconds
+		op string // "begin", "end"
+	}
 	tests := []struct {
 		name      string
-		events    func(st *stalls)
-		now       time.Time
+		steps     []step
+		readAt    int
 		wantCount uint64
 		wantTime  time.Duration
 	}{
-		{"none", func(*stalls) {}, at(0), 0, 0},
-		{"one ended", func(st *stalls) { st.begin(at(0)); st.end(at(30)) }, at(100), 1, 30 * time.Millisecond},
-		{"one under way counts up to now", func(st *stalls) { st.begin(at(10)) }, at(50), 1, 40 * time.Millisecond},
-		{"a begin during a stall is the same stall", func(st *stalls) { st.begin(at(0)); st.begin(at(5)); st.end(at(20)) }, at(20), 1, 20 * time.Millisecond},
-		{"an end without a begin is ignored", func(st *stalls) { st.end(at(5)); st.begin(at(10)); st.end(at(15)); st.end(at(40)) }, at(50), 1, 5 * time.Millisecond},
-		{"two", func(st *stalls) { st.begin(at(0)); st.end(at(10)); st.begin(at(20)); st.end(at(25)) }, at(30), 2, 15 * time.Millisecond},
+		{"none", nil, 0, 0, 0},
+		{"one ended", []step{{0, "begin"}, {30, "end"}}, 100, 1, 30 * time.Millisecond},
+		{"one under way counts up to now", []step{{10, "begin"}}, 50, 1, 40 * time.Millisecond},
+		{"a begin during a stall is the same stall", []step{{0, "begin"}, {5, "begin"}, {20, "end"}}, 20, 1, 20 * time.Millisecond},
+		{"an end without a begin is ignored", []step{{5, "end"}, {10, "begin"}, {15, "end"}, {40, "end"}}, 50, 1, 5 * time.Millisecond},
+		{"two", []step{{0, "begin"}, {10, "end"}, {20, "begin"}, {25, "end"}}, 30, 2, 15 * time.Millisecond},
+		{"a clock that steps back adds nothing", []step{{10, "begin"}, {5, "end"}}, 20, 1, 0},
 	}
+	t0 := time.Unix(1000, 0)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var st stalls
-			tt.events(&st)
-			n, d := st.read(tt.now)
-			if n != tt.wantCount || d != tt.wantTime {
+			var now time.Time
+			st := stalls{now: func() time.Time { return now }}
+			for _, s := range tt.steps {
+				now = t0.Add(time.Duration(s.at) * time.Millisecond)
+				if s.op == "begin" {
+					st.begin()
+				} else {
+					st.end()
+				}
+			}
+			now = t0.Add(time.Duration(tt.readAt) * time.Millisecond)
+			if n, d := st.read(); n != tt.wantCount || d != tt.wantTime {
 				t.Errorf("read = %d stalls, %v; want %d, %v", n, d, tt.wantCount, tt.wantTime)
 			}
 		})
+	}
+}
+
+// A read that takes the lock before a stall's end, with a later clock,
+// never reports more than the reads after it.
+func TestStallsNeverGoBack(t *testing.T) {
+	var now time.Time
+	t0 := time.Unix(1000, 0)
+	st := stalls{now: func() time.Time { return now }}
+	now = t0
+	st.begin()
+	now = t0.Add(30 * time.Millisecond)
+	_, first := st.read()
+	now = t0.Add(40 * time.Millisecond)
+	st.end()
+	if _, second := st.read(); second < first {
+		t.Errorf("time stalled went back from %v to %v", first, second)
 	}
 }
