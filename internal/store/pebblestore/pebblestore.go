@@ -166,10 +166,10 @@ const indexBlockSize = 256 << 10
 // l0CompactionThreshold sets how many sublevels of flushed tables level 0
 // gathers before Pebble compacts it into the level below: Pebble scores
 // level 0 at twice its depth over this threshold and compacts from a score
-// of 1, so 8 compacts from four sublevels (Pebble's default, 4, from two).
-// (while the level below is within its target; a file count of 500 also
-// starts one). Every flush of a day's writes spans every series of the day, so each
-// compaction out of level 0 rewrites the day's share of the base level
+// of 1, so 8 compacts from four sublevels (Pebble's default, 4, from two)
+// while the level below is within its target (500 tables in level 0 also
+// start one). Every flush of a day's writes spans every series of the day,
+// so each compaction out of level 0 rewrites the day's share of the base level
 // beneath it: gathering twice as many flushes a compaction halves how often
 // that share is rewritten, and with a million devices a day (a catalogue
 // entry a reading, superseded by the device's next write) merges more
