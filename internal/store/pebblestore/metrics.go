@@ -8,12 +8,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// family is one metric family of the embedded store, read from Pebble's
-// metrics and the write-stall counter at each scrape.
+// scrape is what one scrape reads: Pebble's metrics and the write-stall
+// counter.
+type scrape struct {
+	*pebble.Metrics
+	stalls  uint64
+	stalled time.Duration
+}
+
+// family is one metric family of the embedded store.
 type family struct {
 	Name, Help string
 	Type       prometheus.ValueType
-	value      func(m *pebble.Metrics, stalls uint64, stalled time.Duration) float64
+	value      func(scrape) float64
 }
 
 // families are the embedded store's metrics (docs/operations.md, "The
@@ -21,37 +28,37 @@ type family struct {
 var families = []family{
 	{Name: "sluice_store_l0_sublevels", Type: prometheus.GaugeValue,
 		Help:  fmt.Sprintf("Sublevels of level 0 of the embedded store: compacted from %d, commits held at %d.", l0CompactionThreshold/2, l0StopWritesThreshold),
-		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.Levels[0].Sublevels) }},
+		value: func(s scrape) float64 { return float64(s.Levels[0].Sublevels) }},
 	{Name: "sluice_store_l0_tables", Type: prometheus.GaugeValue,
 		Help:  "Tables in level 0 of the embedded store.",
-		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.Levels[0].TablesCount) }},
+		value: func(s scrape) float64 { return float64(s.Levels[0].TablesCount) }},
 	{Name: "sluice_store_compaction_debt_bytes", Type: prometheus.GaugeValue,
 		Help:  "Bytes the embedded store estimates it must compact to bring its levels within their targets.",
-		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.Compact.EstimatedDebt) }},
+		value: func(s scrape) float64 { return float64(s.Compact.EstimatedDebt) }},
 	{Name: "sluice_store_flushes_total", Type: prometheus.CounterValue,
 		Help:  "Memtable flushes of the embedded store.",
-		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.Flush.Count) }},
+		value: func(s scrape) float64 { return float64(s.Flush.Count) }},
 	{Name: "sluice_store_compactions_total", Type: prometheus.CounterValue,
 		Help:  "Compactions of the embedded store.",
-		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.Compact.Count) }},
+		value: func(s scrape) float64 { return float64(s.Compact.Count) }},
 	{Name: "sluice_store_memtable_bytes", Type: prometheus.GaugeValue,
 		Help:  "Bytes of the embedded store's memtables: the one written and any waiting for their flush.",
-		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.MemTable.Size) }},
+		value: func(s scrape) float64 { return float64(s.MemTable.Size) }},
 	{Name: "sluice_store_disk_bytes", Type: prometheus.GaugeValue,
 		Help:  "Bytes the embedded store's files take on disk.",
-		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.DiskSpaceUsage()) }},
+		value: func(s scrape) float64 { return float64(s.DiskSpaceUsage()) }},
 	{Name: "sluice_store_block_cache_hits_total", Type: prometheus.CounterValue,
 		Help:  "Block look-ups of the embedded store served by its block cache.",
-		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.BlockCache.Hits) }},
+		value: func(s scrape) float64 { return float64(s.BlockCache.Hits) }},
 	{Name: "sluice_store_block_cache_misses_total", Type: prometheus.CounterValue,
 		Help:  "Block look-ups of the embedded store that missed its block cache and read the block from its file.",
-		value: func(m *pebble.Metrics, _ uint64, _ time.Duration) float64 { return float64(m.BlockCache.Misses) }},
+		value: func(s scrape) float64 { return float64(s.BlockCache.Misses) }},
 	{Name: "sluice_store_write_stalls_total", Type: prometheus.CounterValue,
 		Help:  "Times the embedded store held commits because flushes or compactions were behind.",
-		value: func(_ *pebble.Metrics, n uint64, _ time.Duration) float64 { return float64(n) }},
+		value: func(s scrape) float64 { return float64(s.stalls) }},
 	{Name: "sluice_store_write_stall_seconds_total", Type: prometheus.CounterValue,
 		Help:  "Time the embedded store held commits because flushes or compactions were behind.",
-		value: func(_ *pebble.Metrics, _ uint64, d time.Duration) float64 { return d.Seconds() }},
+		value: func(s scrape) float64 { return s.stalled.Seconds() }},
 }
 
 // collector exports families, reading Pebble's metrics once a scrape.
@@ -68,10 +75,10 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	m := c.db.Metrics()
-	n, d := c.stalls.read()
+	sc := scrape{Metrics: c.db.Metrics()}
+	sc.stalls, sc.stalled = c.stalls.read()
 	for i, f := range families {
-		ch <- prometheus.MustNewConstMetric(c.descs[i], f.Type, f.value(m, n, d))
+		ch <- prometheus.MustNewConstMetric(c.descs[i], f.Type, f.value(sc))
 	}
 }
 

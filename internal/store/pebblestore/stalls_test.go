@@ -46,12 +46,24 @@ func TestStalls(t *testing.T) {
 	}
 }
 
-// A read that takes the lock before a stall's end, with a later clock,
-// never reports more than the reads after it.
+// The clock is read under the lock: else a scrape that took the lock
+// between a stall's end reading the clock and recording it would report
+// more time stalled than the scrapes after it, which Prometheus reads as a
+// counter reset. The clock here fails the test when it is read with the
+// lock free, and the time stalled never goes back.
 func TestStallsNeverGoBack(t *testing.T) {
-	var now time.Time
+	var (
+		now time.Time
+		st  stalls
+	)
+	st.now = func() time.Time {
+		if st.mu.TryLock() {
+			st.mu.Unlock()
+			t.Error("the clock was read with the lock free")
+		}
+		return now
+	}
 	t0 := time.Unix(1000, 0)
-	st := stalls{now: func() time.Time { return now }}
 	now = t0
 	st.begin()
 	now = t0.Add(30 * time.Millisecond)
