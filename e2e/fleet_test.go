@@ -108,6 +108,8 @@ type fleetResult struct {
 	rolled      float64       // device-minutes the rollups recomputed
 	carried     float64       // device-minutes the rollups summed from their commit
 	emitted     float64       // rollup rows the rollups stored
+	entries     float64       // catalogue entries the sink wrote (placed and settled)
+	commits     float64       // the sink's durable commits
 }
 
 // report reports r; a gateway's also peak RSS and retries (gateway true).
@@ -122,6 +124,8 @@ func (r fleetResult) report(b *testing.B, l fleetLoad, gateway bool) {
 	b.ReportMetric(float64(r.cpu.Microseconds())/float64(l.requests()), "CPU-µs/request")
 	b.ReportMetric(float64(r.peakRSS)/(1<<20), "peak_RSS_MiB")
 	b.ReportMetric(float64(r.retries), "retries")
+	b.ReportMetric(r.entries/n, "catalogue_entries/reading")
+	b.ReportMetric(r.commits/float64(l.requests()), "commits/request")
 	if r.emitted > 0 {
 		b.ReportMetric(r.rawReads/n, "raw_reads/reading")
 		b.ReportMetric(r.rolled/n, "minutes_rolled/reading")
@@ -153,6 +157,8 @@ func runFleet(tb testing.TB, l fleetLoad, env ...string) fleetResult {
 				time.Sleep(100 * time.Millisecond)
 			}
 		})
+	res.entries = g.metricSum("sluice_sink_catalogue_entries_total")
+	res.commits = g.metric("sluice_sink_commits_total")
 	if rollups {
 		res.rawReads, res.rolled = g.metric("sluice_rollup_raw_reads_total"), g.metric("sluice_rollup_minutes_rolled_total")
 		res.carried, res.emitted = g.metric("sluice_rollup_minutes_carried_total"), g.metric("sluice_rollup_rows_emitted_total")
@@ -333,12 +339,15 @@ func benchFleet(b *testing.B, l fleetLoad, gateway bool, run func() fleetResult)
 		sum.rolled += r.rolled
 		sum.carried += r.carried
 		sum.emitted += r.emitted
+		sum.entries += r.entries
+		sum.commits += r.commits
 	}
 	n := time.Duration(b.N)
 	sum.acked, sum.idle, sum.cpu = sum.acked/n, sum.idle/n, sum.cpu/n
 	sum.retries /= int64(b.N)
 	sum.rawReads, sum.rolled = sum.rawReads/float64(b.N), sum.rolled/float64(b.N)
 	sum.carried, sum.emitted = sum.carried/float64(b.N), sum.emitted/float64(b.N)
+	sum.entries, sum.commits = sum.entries/float64(b.N), sum.commits/float64(b.N)
 	sum.report(b, l, gateway)
 }
 

@@ -96,6 +96,31 @@ func (g *gateway) metric(name string) float64 {
 	return 0
 }
 
+// metricSum returns the sum of every sample of the metric family name
+// (all label values; 0 when none was observed yet).
+func (g *gateway) metricSum(name string) float64 {
+	g.t.Helper()
+	resp, err := http.Get(g.url + "/metrics")
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), name)
+		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+		if err != nil {
+			g.t.Fatalf("metric %s: %v", name, err)
+		}
+		sum += f
+	}
+	return sum
+}
+
 // device connects to the embedded broker as the device account.
 func device(t *testing.T, brokerAddr string) mqtt.Client {
 	t.Helper()

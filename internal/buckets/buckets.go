@@ -49,8 +49,11 @@
 // devices sending a reading each, as many entries as readings. With a
 // Reserve, an entry claims more than the partition holds: Reserve.Rows more
 // rows and Reserve.Bytes more bytes (never past the bounds) and a time range
-// widened by Reserve.Span on each side (within the day). Later rows that fit
-// in the claim need no new entry. Every stored entry is therefore an upper
+// that runs to the end of the day and starts Reserve.Span before the
+// partition's first row (within the day). Later rows that fit in the claim
+// need no new entry: a device that reports every few minutes, or every few
+// hours, claims once and then writes its day's rows under that claim until
+// the row reserve runs out. Every stored entry is therefore an upper
 // bound on its partition's rows and bytes and a superset of its time range,
 // and a claim is marked Ahead: readers still find every row. The first
 // entry a partition gets after it is opened or loaded is exact all the
@@ -58,9 +61,15 @@
 // one, or one of a fleet larger than MaxSeriesDays) would otherwise pay a
 // claim and its settle, two entries for one row, and hold its series-day in
 // memory until the settle. From its second entry on, a partition that is
-// written again claims ahead. Settle writes exact entries again once
-// partitions are idle, at shutdown, and on demand (the
-// partitions listing asks for it). An entry still Ahead when the planner
+// written again claims ahead, if its previous row came recently enough
+// that the claim would not have been settled meanwhile. SettleIdle writes
+// exact entries again once partitions have been idle for its wait, Settle
+// at shutdown, on demand (the partitions listing asks for it) and when the
+// planner must forget series-days; a partition settled starts again from
+// an exact entry. So a device that reports more often than SettleIdle's
+// wait claims about once a day, and one that reports less often pays one
+// exact entry a row, never a claim and its settle. An entry still Ahead
+// when the planner
 // loads it was left by a run that stopped without settling: the sink counts
 // the partition's rows and hands them to Reconcile before any Place (for
 // the entries Reconciles names), so counts go on from the truth and a
@@ -140,10 +149,14 @@ type Config struct {
 }
 
 // Reserve is how far a catalogue entry is written ahead of its partition.
+// Forward in time a claim always runs to the end of the day: rows arrive
+// mostly in time order, and a claim that ends a few minutes after the
+// newest row is passed by a device's next reading whenever the device
+// reports less often than that.
 type Reserve struct {
 	Rows  int64 // rows beyond the partition's count
 	Bytes int64 // bytes beyond its size
-	Span  int64 // milliseconds each side of its time range, within the day
+	Span  int64 // milliseconds before its time range (late rows), within the day
 }
 
 // DefaultReserve returns the reserve the gateway runs with: a 64th of each
@@ -190,10 +203,15 @@ type Partition struct {
 	saved model.PartitionInfo // the entry last handed out, if has
 	has   bool
 	// taken says an entry with rows was handed out since the partition was
-	// loaded or opened: the first is exact, later ones claim ahead.
-	taken bool
-	dirty bool   // queued in Planner.dirty
-	epoch uint64 // settle epoch of the last row placed
+	// loaded, opened or settled: the first is exact, later ones claim
+	// ahead, if recent says the partition's previous row was placed at
+	// most the wait of the last SettleIdle ago (its claim would not have
+	// been settled before this row came).
+	taken  bool
+	recent bool
+	dirty  bool   // queued in Planner.dirty
+	epoch  uint64 // settle epoch of the last row placed
+	tick   uint64 // SettleIdle call count when the last row was placed
 	// pending counts entries handed out and not yet reported Landed: the
 	// series-day is not evicted while one may still fail.
 	pending int
@@ -261,7 +279,9 @@ type Planner struct {
 	// ahead holds the partitions whose last entry was written ahead of them
 	// (wider than exact), or not stored at all: Settle writes them exactly.
 	ahead map[*Partition]struct{}
-	epoch uint64
+	epoch uint64 // calls of Settle and SettleIdle
+	tick  uint64 // calls of SettleIdle
+	wait  uint64 // the idle calls the last SettleIdle waited for (0: none yet)
 	// idle queues series-days that may have become evictable, oldest
 	// first (from idle[head]): evict checks them instead of scanning every
 	// series-day held.
@@ -495,7 +515,8 @@ func (p *Planner) Place(s *Series, ts int64, rows, bytes int64) (*Partition, err
 }
 
 func (p *Planner) touch(pt *Partition) {
-	pt.epoch = p.epoch
+	pt.recent = p.wait == 0 || p.tick-pt.tick <= p.wait
+	pt.epoch, pt.tick = p.epoch, p.tick
 	if !pt.dirty {
 		pt.dirty = true
 		p.dirty = append(p.dirty, pt)
@@ -518,7 +539,7 @@ func (p *Planner) TakeEntries(dst []Entry) []Entry {
 			continue // ahead of the partition: not evictable until settled
 		}
 		e := pt.info
-		if pt.taken {
+		if pt.taken && pt.recent {
 			e = p.aheadOf(pt.info)
 		}
 		pt.taken = true
@@ -596,7 +617,8 @@ func covers(e, pi model.PartitionInfo) bool {
 }
 
 // aheadOf returns the entry to write for a partition in state pi: pi
-// widened by the Reserve (within the bounds and the day), or pi itself when
+// widened by the Reserve (within the bounds and the day; to the day's end
+// forward), or pi itself when
 // the partition is closed or there is no Reserve.
 func (p *Planner) aheadOf(pi model.PartitionInfo) model.PartitionInfo {
 	r := p.cfg.Reserve
@@ -607,26 +629,53 @@ func (p *Planner) aheadOf(pi model.PartitionInfo) model.PartitionInfo {
 	e.Rows = max(pi.Rows, min(pi.Rows+r.Rows, p.cfg.MaxRows))
 	e.Bytes = max(pi.Bytes, min(pi.Bytes+r.Bytes, p.cfg.MaxBytes))
 	e.MinTS = min(pi.MinTS, max(pi.MinTS-r.Span, pi.Key.Day.Start()))
-	e.MaxTS = max(pi.MaxTS, min(pi.MaxTS+r.Span, pi.Key.Day.End()-1))
+	e.MaxTS = pi.Key.Day.End() - 1
 	e.Ahead = pi.Ahead || e != pi
 	return e
 }
 
 // Settle returns exact entries for the partitions whose stored entry is
 // ahead of them (or was lost, see Unsave): every one when all is true,
-// else those that had no row placed since the previous call. Called every
-// interval, it makes the catalogue exact for partitions idle for one
-// interval. Call it between rounds.
+// else those that had no row placed since the previous call of Settle or
+// SettleIdle (the sink calls it so when it must forget series-days). Call it
+// between rounds.
 func (p *Planner) Settle(all bool) []Entry {
 	var out []Entry
 	for pt := range p.ahead {
 		if !all && pt.epoch == p.epoch {
 			continue
 		}
-		out = append(out, p.save(pt, pt.info, false))
+		out = append(out, p.settle(pt))
 	}
 	p.epoch++
 	return out
+}
+
+// SettleIdle returns exact entries for the partitions whose stored entry is
+// ahead of them (or was lost) and that had no row placed during the last
+// idle calls of SettleIdle (at least 1). Called every interval, it makes the
+// catalogue exact for partitions idle for idle intervals. Call it between
+// rounds.
+func (p *Planner) SettleIdle(idle uint64) []Entry {
+	idle = max(idle, 1)
+	var out []Entry
+	for pt := range p.ahead {
+		if p.tick-pt.tick < idle {
+			continue
+		}
+		out = append(out, p.settle(pt))
+	}
+	p.epoch++
+	p.tick++
+	p.wait = idle
+	return out
+}
+
+// settle hands out pt's exact entry. The partition's next entry with rows
+// is exact as well, as after a load.
+func (p *Planner) settle(pt *Partition) Entry {
+	pt.taken = false
+	return p.save(pt, pt.info, false)
 }
 
 // SettleSeries returns exact entries for the partitions of these loaded
@@ -641,7 +690,7 @@ func (p *Planner) SettleSeries(sds []model.SeriesDay) []Entry {
 		}
 		for _, pt := range s.parts {
 			if _, ok := p.ahead[pt]; ok {
-				out = append(out, p.save(pt, pt.info, false))
+				out = append(out, p.settle(pt))
 			}
 		}
 	}

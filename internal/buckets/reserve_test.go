@@ -46,6 +46,7 @@ func devDay(i int) model.SeriesDay {
 // that one and then follows the entries that claim ahead.
 func TestReserveEntries(t *testing.T) {
 	start := sdA.Day.Start() + 10_000
+	end := sdA.Day.End() - 1 // a claim runs to the end of the day
 	tests := []struct {
 		name  string
 		ts    []int64 // one row of 10 bytes each, one round each
@@ -56,25 +57,32 @@ func TestReserveEntries(t *testing.T) {
 			"rows within the reserve need none",
 			[]int64{start, start + 1, start + 2},
 			[]bool{true, false, false},
-			model.PartitionInfo{Rows: 12, Bytes: 120, MinTS: start - 1000, MaxTS: start + 1000},
+			model.PartitionInfo{Rows: 12, Bytes: 120, MinTS: start - 1000, MaxTS: end},
 		},
 		{
-			"a row past the span needs one",
-			[]int64{start, start + 999, start + 1001},
-			[]bool{true, false, true},
-			model.PartitionInfo{Rows: 14, Bytes: 140, MinTS: start - 1000, MaxTS: start + 2001},
+			// A device reporting every few hours claims once.
+			"later rows need none, however far apart",
+			[]int64{start, start + 3_600_000, start + 7_200_000, sdA.Day.End() - 1},
+			[]bool{true, false, false, false},
+			model.PartitionInfo{Rows: 12, Bytes: 120, MinTS: start - 1000, MaxTS: end},
+		},
+		{
+			"a row past the row reserve needs one",
+			[]int64{start, start + 1, start + 2, start + 3, start + 4, start + 5, start + 6, start + 7, start + 8, start + 9, start + 10, start + 11},
+			[]bool{true, false, false, false, false, false, false, false, false, false, false, true},
+			model.PartitionInfo{Rows: 23, Bytes: 230, MinTS: start - 1000, MaxTS: end},
 		},
 		{
 			"a late row past the span needs one",
 			[]int64{start, start - 1001},
 			[]bool{true, true},
-			model.PartitionInfo{Rows: 13, Bytes: 130, MinTS: start - 2001, MaxTS: start + 1000},
+			model.PartitionInfo{Rows: 13, Bytes: 130, MinTS: start - 2001, MaxTS: end},
 		},
 		{
 			"the range stays within the day",
-			[]int64{sdA.Day.Start() + 5, sdA.Day.End() - 5},
-			[]bool{true, true},
-			model.PartitionInfo{Rows: 13, Bytes: 130, MinTS: sdA.Day.Start(), MaxTS: sdA.Day.End() - 1},
+			[]int64{sdA.Day.Start() + 5, sdA.Day.Start() + 4},
+			[]bool{true, false},
+			model.PartitionInfo{Rows: 12, Bytes: 120, MinTS: sdA.Day.Start(), MaxTS: end},
 		},
 	}
 	for _, tc := range tests {
@@ -211,15 +219,21 @@ func TestSettleIdleAndUnsave(t *testing.T) {
 		t.Fatalf("Settle after an idle interval = %+v, want the exact entry", got)
 	}
 	settlesNothing(t, p, true, "of a settled partition")
-	// Within its settled entry, no new row is free any more...
+	// Within its settled entry, no new row is free any more: the next
+	// entry is exact, as after a load (a claim would need a settle again)...
 	assign(t, p, sdA, unit{sdA.Day.Start() + 5, 1, 10})
-	if e := takeOne(t, p); e.Rows != 13 {
-		t.Fatalf("entry after settling %+v, want one claiming 13 rows", e)
+	if e := takeOne(t, p); e.Rows != 3 || e.Ahead {
+		t.Fatalf("entry after settling %+v, want the exact one of 3 rows", e)
+	}
+	// ...the one after that claims again...
+	assign(t, p, sdA, unit{sdA.Day.Start() + 6, 1, 10})
+	if e := takeOne(t, p); e.Rows != 14 || !e.Ahead {
+		t.Fatalf("second entry after settling %+v, want one claiming 14 rows", e)
 	}
 	// ...and a lost entry is handed out again.
 	p.Unsave([]*buckets.Partition{pt})
-	if got := p.Settle(true); len(got) != 1 || got[0].Info.Rows != 3 {
-		t.Fatalf("Settle after Unsave = %+v, want the exact entry of 3 rows", got)
+	if got := p.Settle(true); len(got) != 1 || got[0].Info.Rows != 4 {
+		t.Fatalf("Settle after Unsave = %+v, want the exact entry of 4 rows", got)
 	}
 }
 
@@ -362,4 +376,68 @@ func TestQuietSeriesDaysEvictWithoutSettle(t *testing.T) {
 		t.Errorf("planner holds %d series-days after 100 quiet ones landed, more than %d", p.Len(), cfg.MaxSeriesDays)
 	}
 	settlesNothing(t, p, true, "after quiet series-days landed")
+}
+
+// SettleIdle settles a claim only once its partition had no row for the
+// given number of calls; a row in between starts the count again.
+func TestSettleIdleWaits(t *testing.T) {
+	p := buckets.New(reserveConfig())
+	s := p.Load(sdA, nil)
+	ts := sdA.Day.Start() + 5
+	for range 2 { // the exact entry, then a claim
+		if _, err := p.Place(s, ts, 1, 10); err != nil {
+			t.Fatal(err)
+		}
+		p.TakeDirty()
+	}
+	for call := range 3 {
+		if got := p.SettleIdle(3); len(got) != 0 {
+			t.Fatalf("call %d settled %+v before the partition was idle for 3 calls", call, got[0].Info)
+		}
+	}
+	assign(t, p, sdA, unit{ts + 1, 1, 10}) // within the claim: no entry
+	if got := p.TakeDirty(); len(got) != 0 {
+		t.Fatalf("a row within the claim handed out %+v", got)
+	}
+	for call := range 3 {
+		if got := p.SettleIdle(3); len(got) != 0 {
+			t.Fatalf("call %d after a new row settled %+v", call, got[0].Info)
+		}
+	}
+	got := p.SettleIdle(3)
+	if len(got) != 1 || got[0].Info.Rows != 3 || got[0].Info.Ahead || got[0].Info.MaxTS != ts+1 {
+		t.Fatalf("the fourth idle call settled %+v, want the exact entry of 3 rows", got)
+	}
+}
+
+// What a device costs in catalogue entries, by how often it reports
+// against the settling: one reporting more often than SettleIdle's wait
+// claims once; one reporting less often pays at most an entry a row (an
+// exact one), never a claim and its settle.
+func TestEntriesByCadence(t *testing.T) {
+	const rows, wait = 60, 3
+	for _, every := range []int{1, 2, 3, 4, 5, 10} { // SettleIdle calls between rows
+		t.Run(fmt.Sprint("every=", every), func(t *testing.T) {
+			p := buckets.New(reserveConfig())
+			s := p.Load(sdA, nil)
+			entries := 0
+			for i := range rows {
+				if _, err := p.Place(s, sdA.Day.Start()+int64(i)*60_000, 1, 1); err != nil {
+					t.Fatal(err)
+				}
+				entries += len(p.TakeDirty())
+				for range every {
+					entries += len(p.SettleIdle(wait))
+				}
+			}
+			// Rows of one byte: the claim's 10-row reserve binds.
+			limit := 1 + (rows+9)/10
+			if every > wait {
+				limit = rows
+			}
+			if entries > limit {
+				t.Errorf("%d catalogue entries for %d rows, one every %d settle calls; want at most %d", entries, rows, every, limit)
+			}
+		})
+	}
 }

@@ -31,15 +31,15 @@ func (s *Sink) flusher() {
 		select {
 		case p, ok := <-s.in:
 			if !ok {
-				s.settle(context.Background(), true, nil, nil)
+				s.settle(context.Background(), settleAll, nil, nil)
 				return
 			}
 			first = p
 		case <-tick.C:
-			s.settle(context.Background(), false, nil, nil)
+			s.settle(context.Background(), settleLongIdle, nil, nil)
 			continue
 		case r := <-s.settleReq:
-			s.settle(r.ctx, true, r.sds, r.done)
+			s.settle(r.ctx, settleAll, r.sds, r.done)
 			continue
 		}
 		group := []*pending{first}
@@ -90,10 +90,10 @@ func (s *Sink) flusher() {
 			// since", and a partition settled while its device still
 			// writes costs an exact entry now and one ahead again next.
 			s.settledEarly = time.Now()
-			s.settle(context.Background(), false, nil, nil)
+			s.settle(context.Background(), settleSince, nil, nil)
 		}
 		if !open {
-			s.settle(context.Background(), true, nil, nil)
+			s.settle(context.Background(), settleAll, nil, nil)
 			return
 		}
 	}

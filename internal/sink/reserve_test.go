@@ -234,3 +234,53 @@ func TestReliesOnEntryInFlightWhileClosing(t *testing.T) {
 		}
 	}
 }
+
+// A device that reports once an hour claims its partition once for the
+// day: a claim runs to the end of the day, not a span past the newest row.
+func TestHourlyReadingsClaimOnce(t *testing.T) {
+	st := tempStore(t)
+	bcfg := reserveBuckets()
+	s := start(t, testConfig(), bcfg, st)
+	const hours = 12
+	for h := range hours {
+		ts := base + int64(h)*3_600_000
+		if err := s.Write(context.Background(), &Request{Tenant: tenant, Readings: []model.Reading{reading("dev", ts, "a")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkCovers(t, st, bcfg, "dev")
+	// The first entry is exact, the second claims the rest of the day.
+	if placed := testutil.ToFloat64(s.m.entries.WithLabelValues("placed")); placed != 2 {
+		t.Errorf("%v catalogue entries for %d hourly readings, want 2", placed, hours)
+	}
+}
+
+// The sink's timer settles a claim only after settleIdleTicks intervals
+// without a row, not after one: a device reporting every few intervals
+// keeps its claim.
+func TestSettleWaitsForIdleTicks(t *testing.T) {
+	st := tempStore(t)
+	bcfg := reserveBuckets()
+	const every = 50 * time.Millisecond
+	s := New(testConfig(), bcfg, st, discard, nil, WithSettleInterval(every), WithInFlightCheck())
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	for i := range 2 { // the exact entry, then the claim
+		if err := s.Write(context.Background(), &Request{Tenant: tenant, Readings: []model.Reading{reading("dev", base+int64(i), "a")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wrote := time.Now()
+	time.Sleep(4 * every)
+	parts := catalogue(t, st, model.KindReadings, tenant, "dev")
+	// A slow machine only delays the timer's ticks; the check is
+	// conclusive while fewer than settleIdleTicks intervals have passed.
+	if time.Since(wrote) < (settleIdleTicks-2)*every {
+		if len(parts) != 1 || !parts[0].Ahead {
+			t.Fatalf("after 4 settle intervals the entries are %+v, want the claim still", parts)
+		}
+	}
+	waitFor(t, "the claim to be settled", func() bool {
+		parts := catalogue(t, st, model.KindReadings, tenant, "dev")
+		return len(parts) == 1 && !parts[0].Ahead && parts[0].Rows == 2
+	})
+}

@@ -39,11 +39,27 @@ func (s *Sink) Settle(ctx context.Context, sds ...model.SeriesDay) error {
 	}
 }
 
+// settleWhich says which partitions ahead of their entries a settle makes
+// exact.
+type settleWhich int
+
+const (
+	settleAll      settleWhich = iota // every one (or those of the series-days asked)
+	settleSince                       // those without a row since the last settle
+	settleLongIdle                    // those without a row for settleIdleTicks intervals
+)
+
+// settleIdleTicks is how many settle intervals a partition must go without
+// a row before the sink's timer settles its claim (10 minutes at the
+// default interval): a device that reports at least that often keeps one
+// claim for its day instead of paying a settle and a new claim per report.
+const settleIdleTicks = 20
+
 // settle commits exact catalogue entries for the partitions whose entry is
-// ahead of them: those of sds if any are given, else all, or the idle ones.
+// ahead of them: those of sds if any are given, else those which says.
 // done, if set, gets the result. ctx bounds the catalogue reads and
 // recounts of series-days the planner does not hold (see Settle).
-func (s *Sink) settle(ctx context.Context, all bool, sds []model.SeriesDay, done chan error) {
+func (s *Sink) settle(ctx context.Context, which settleWhich, sds []model.SeriesDay, done chan error) {
 	s.takeFailed()
 	var entries []buckets.Entry
 	if len(sds) > 0 {
@@ -76,8 +92,10 @@ func (s *Sink) settle(ctx context.Context, all bool, sds []model.SeriesDay, done
 			}
 		}
 		entries = s.planner.SettleSeries(sds)
+	} else if which == settleLongIdle {
+		entries = s.planner.SettleIdle(settleIdleTicks)
 	} else {
-		entries = s.planner.Settle(all)
+		entries = s.planner.Settle(which == settleAll)
 	}
 	if len(entries) == 0 {
 		if done != nil {

@@ -315,8 +315,9 @@ func WithCommitHook(h CommitHook) Option {
 const earlySettles = 32
 
 // DefaultSettleInterval is how often the sink makes the catalogue entries of
-// idle partitions exact again (see buckets.Planner.Settle): a partition is
-// settled after one to two intervals without a new row.
+// idle partitions exact again (see buckets.Planner.SettleIdle): a partition
+// is settled after settleIdleTicks intervals without a new row (10 to 10.5
+// minutes).
 const DefaultSettleInterval = 30 * time.Second
 
 // WithSettleInterval changes DefaultSettleInterval.
