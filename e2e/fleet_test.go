@@ -11,8 +11,9 @@ package e2e
 //	go test -run='^$' -bench='Fleet' -benchtime=1x -timeout=3h ./e2e/
 //
 // SLUICE_FLEET_DEVICES (comma-separated) and SLUICE_FLEET_READINGS change
-// the fleet sizes and the readings per run; SLUICE_* settings pass through
-// to the gateway.
+// the fleet sizes and the readings per run, SLUICE_FLEET_CLIENTS the
+// clients of the batch-size curve; SLUICE_* settings pass through to the
+// gateway.
 
 import (
 	"bufio"
@@ -317,6 +318,13 @@ func batchLoad(tb testing.TB, batch int) fleetLoad {
 	clients := 64
 	if batch >= 1000 {
 		clients = 8
+	}
+	if s := os.Getenv("SLUICE_FLEET_CLIENTS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			tb.Fatalf("SLUICE_FLEET_CLIENTS: %q is not a client count", s)
+		}
+		clients = n
 	}
 	// Enough requests for a steady state, few enough for a minute or so of
 	// one-reading requests.

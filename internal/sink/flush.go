@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -60,24 +61,18 @@ func (s *Sink) flusher() {
 				break drain
 			}
 		}
-		// Then wait up to Linger for more.
+		// Then, when requests have been coming fast, wait a little for the
+		// next ones (group commit)...
+		s.group.arrived(time.Now(), len(group))
+		if open && rows < s.cfg.BatchRows && s.group.wait() && s.committing() {
+			s.m.commitDelays.Inc()
+			n := len(group)
+			group, rows, open = s.gather(group, rows, timer, s.cfg.CommitDelay, s.cfg.CommitDelay/4, s.group.expected())
+			s.group.arrived(time.Now(), len(group)-n)
+		}
+		// ...and up to Linger for more in any case.
 		if open && rows < s.cfg.BatchRows && s.cfg.Linger > 0 {
-			timer.Reset(s.cfg.Linger)
-		collect:
-			for rows < s.cfg.BatchRows {
-				select {
-				case p, ok := <-s.in:
-					if !ok {
-						open = false
-						break collect
-					}
-					group = append(group, p)
-					rows += p.rows
-				case <-timer.C:
-					break collect
-				}
-			}
-			timer.Stop()
+			group, rows, open = s.gather(group, rows, timer, s.cfg.Linger, 0, math.MaxInt)
 		}
 		s.plan(group)
 		if s.planner.Over() && time.Since(s.settledEarly) >= s.settleEvery/earlySettles {
@@ -383,4 +378,47 @@ func (s *Sink) submit(bt *batch, entries []buckets.Entry, written map[*buckets.P
 	s.flight[bt] = struct{}{}
 	s.mu.Unlock()
 	s.commits <- bt
+}
+
+// committing reports whether a batch is being committed: else the group's
+// clients may be all there are, each waiting for its answer before it
+// sends again, and waiting for more would only delay them.
+func (s *Sink) committing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.flight) > 0
+}
+
+// gather adds the requests that arrive within d to the group, until it
+// holds Config.BatchRows rows or want requests, or, when gap is not zero,
+// until no request came for gap; open is false once the input is closed.
+func (s *Sink) gather(group []*pending, rows int, timer *time.Timer, d, gap time.Duration, want int) (_ []*pending, _ int, open bool) {
+	deadline := time.Now().Add(d)
+	next := d
+	if gap > 0 {
+		next = min(d, gap)
+	}
+	timer.Reset(next)
+	defer timer.Stop()
+	for rows < s.cfg.BatchRows && len(group) < want {
+		select {
+		case p, ok := <-s.in:
+			if !ok {
+				return group, rows, false
+			}
+			group = append(group, p)
+			rows += p.rows
+			if gap > 0 {
+				left := time.Until(deadline)
+				if left <= 0 {
+					return group, rows, true
+				}
+				timer.Stop()
+				timer.Reset(min(left, gap))
+			}
+		case <-timer.C:
+			return group, rows, true
+		}
+	}
+	return group, rows, true
 }

@@ -22,6 +22,7 @@ type metrics struct {
 	overBound       prometheus.Counter
 	splitsMax       prometheus.Gauge
 	splitsLimit     prometheus.Gauge
+	commitDelays    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -78,10 +79,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Split partitions one gateway can open for one series-day; past it the series-day's rows are refused.",
 		}),
 	}
+	m.commitDelays = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_sink_commit_delays_total",
+		Help: "Batches the flusher held for up to sink.commit_delay because sink.commit_siblings or more other requests were in flight.",
+	})
 	m.splitsLimit.Set(buckets.MaxSplits)
 	if reg != nil {
 		reg.MustRegister(m.rows, m.commits, m.commitErrors, m.commitSeconds, m.batchRows, m.queued, m.busy, m.auditDuplicates, m.auditConflicts, m.seriesDays, m.entries,
-			m.queueCapacity, m.overBound, m.splitsMax, m.splitsLimit)
+			m.queueCapacity, m.overBound, m.splitsMax, m.splitsLimit, m.commitDelays)
 	}
 	return m
 }

@@ -13,7 +13,9 @@
 //     then WriteReserved), so that a request that would be refused is
 //     refused before its rows cost memory.
 //  2. One flusher goroutine collects requests until Config.BatchRows rows are
-//     waiting or Config.Linger passed since the first, then plans them. It
+//     waiting or Config.Linger passed since the first (Config.CommitDelay,
+//     while Config.CommitSiblings other requests are in flight: group
+//     commit), then plans them. It
 //     alone touches the planner, so bucketing decisions are serial. The
 //     catalogue it loads for a series-day the planner does not hold is never
 //     older than the planner's own writes: the planner forgets a series-day
@@ -119,6 +121,13 @@ type Config struct {
 	QueueRows        int           `mapstructure:"queue_rows"`
 	AdmissionTimeout time.Duration `mapstructure:"admission_timeout"`
 	Commits          int           `mapstructure:"commits"`
+	// CommitDelay is how long the flusher waits for more requests before
+	// it plans a batch of fewer than BatchRows rows, when at the rate
+	// requests arrived over about the last 50 ms at least CommitSiblings
+	// more are expected within it (see groupCommit): one commit of many
+	// requests costs less than many of few. A lone client never waits.
+	CommitDelay    time.Duration `mapstructure:"commit_delay"`
+	CommitSiblings int           `mapstructure:"commit_siblings"`
 	// HotPartitions bounds the partitions whose write rate is tracked
 	// (see Hottest).
 	HotPartitions int `mapstructure:"hot_partitions"`
@@ -126,7 +135,8 @@ type Config struct {
 
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
-	return Config{BatchRows: 4_000, Linger: 0, QueueRows: 1_000_000, AdmissionTimeout: time.Second, Commits: 4, HotPartitions: 1000}
+	return Config{BatchRows: 4_000, Linger: 0, QueueRows: 1_000_000, AdmissionTimeout: time.Second, Commits: 4,
+		CommitDelay: time.Millisecond, CommitSiblings: 16, HotPartitions: 1000}
 }
 
 // Validate reports every bad setting.
@@ -137,6 +147,12 @@ func (c Config) Validate() error {
 	}
 	if c.Linger < 0 || c.Linger > time.Second {
 		errs = append(errs, fmt.Errorf("sink.linger: must be between 0s and 1s, got %s", c.Linger))
+	}
+	if c.CommitDelay < 0 || c.CommitDelay > time.Second {
+		errs = append(errs, fmt.Errorf("sink.commit_delay: must be between 0s and 1s, got %s", c.CommitDelay))
+	}
+	if c.CommitSiblings < 1 {
+		errs = append(errs, fmt.Errorf("sink.commit_siblings: must be at least 1, got %d", c.CommitSiblings))
 	}
 	if c.QueueRows < c.BatchRows {
 		errs = append(errs, fmt.Errorf("sink.queue_rows: must be at least sink.batch_rows (%d), got %d", c.BatchRows, c.QueueRows))
@@ -224,7 +240,8 @@ type Sink struct {
 
 	budget *semaphore.Weighted
 	in     chan *pending
-	sat    saturation // since when admission has been refusing (readiness)
+	group  groupCommit // the flusher's
+	sat    saturation  // since when admission has been refusing (readiness)
 
 	mu       sync.Mutex // guards closed, sends, inflight, catalogue, flight and failed
 	closed   bool
@@ -345,6 +362,7 @@ func New(cfg Config, bcfg buckets.Config, st Store, logger *slog.Logger, reg pro
 
 		settleEvery: DefaultSettleInterval,
 		settleReq:   make(chan settleRequest),
+		group:       groupCommit{delay: cfg.CommitDelay, siblings: cfg.CommitSiblings},
 		commits:     make(chan *batch),
 		done:        make(chan struct{}),
 	}
