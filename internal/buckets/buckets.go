@@ -421,8 +421,9 @@ func (p *Planner) ownedBy(sub uint32) bool {
 // evict forgets series-days until at most MaxSeriesDays remain, then about a
 // tenth more, so that it does not run on every round. Only series-days whose
 // entries are all stored exactly, and none still in a commit, are forgotten:
-// one whose entry runs ahead stays until Settle made it exact (after one to
-// two settle intervals idle), one with an entry in a commit until Landed.
+// one whose entry runs ahead stays until it was settled (by SettleIdle once
+// idle for its wait, or by Settle), one with an entry in a commit until
+// Landed.
 // MaxSeriesDays is therefore a soft bound: the series-days written again
 // since their entries were last settled stay on top of it (one written once
 // since it was loaded has an exact entry, and goes once it landed). The
@@ -515,12 +516,14 @@ func (p *Planner) Place(s *Series, ts int64, rows, bytes int64) (*Partition, err
 }
 
 func (p *Planner) touch(pt *Partition) {
-	pt.recent = p.wait == 0 || p.tick-pt.tick <= p.wait
-	pt.epoch, pt.tick = p.epoch, p.tick
 	if !pt.dirty {
+		// The round's first row: did the previous one come recently? (A
+		// second row of the round must not make a slow device recent.)
+		pt.recent = p.wait == 0 || p.tick-pt.tick <= p.wait
 		pt.dirty = true
 		p.dirty = append(p.dirty, pt)
 	}
+	pt.epoch, pt.tick = p.epoch, p.tick
 }
 
 // TakeEntries appends to dst the catalogue entries that the rows placed
@@ -629,7 +632,7 @@ func (p *Planner) aheadOf(pi model.PartitionInfo) model.PartitionInfo {
 	e.Rows = max(pi.Rows, min(pi.Rows+r.Rows, p.cfg.MaxRows))
 	e.Bytes = max(pi.Bytes, min(pi.Bytes+r.Bytes, p.cfg.MaxBytes))
 	e.MinTS = min(pi.MinTS, max(pi.MinTS-r.Span, pi.Key.Day.Start()))
-	e.MaxTS = pi.Key.Day.End() - 1
+	e.MaxTS = max(pi.MaxTS, pi.Key.Day.End()-1)
 	e.Ahead = pi.Ahead || e != pi
 	return e
 }
@@ -651,16 +654,20 @@ func (p *Planner) Settle(all bool) []Entry {
 	return out
 }
 
-// SettleIdle returns exact entries for the partitions whose stored entry is
-// ahead of them (or was lost) and that had no row placed during the last
-// idle calls of SettleIdle (at least 1). Called every interval, it makes the
+// SettleIdle returns exact entries for the partitions whose stored entry
+// was lost (see Unsave), and for those whose stored entry is ahead of them
+// and that had no row placed during the last idle calls of SettleIdle (at
+// least 1). Called every interval, it makes the
 // catalogue exact for partitions idle for idle intervals. Call it between
 // rounds.
 func (p *Planner) SettleIdle(idle uint64) []Entry {
 	idle = max(idle, 1)
 	var out []Entry
 	for pt := range p.ahead {
-		if p.tick-pt.tick < idle {
+		// An entry lost with a failed commit (Unsave) is written again at
+		// once: the rows of a store that is not atomic may be stored
+		// outside every entry until then.
+		if pt.has && p.tick-pt.tick < idle {
 			continue
 		}
 		out = append(out, p.settle(pt))

@@ -416,14 +416,20 @@ func TestSettleIdleWaits(t *testing.T) {
 // exact one), never a claim and its settle.
 func TestEntriesByCadence(t *testing.T) {
 	const rows, wait = 60, 3
-	for _, every := range []int{1, 2, 3, 4, 5, 10} { // SettleIdle calls between rows
-		t.Run(fmt.Sprint("every=", every), func(t *testing.T) {
+	for _, tc := range []struct{ every, perRound int }{ // SettleIdle calls between rounds; rows a round
+		{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {10, 1}, {2, 2}, {5, 2}, {10, 3},
+	} {
+		every := tc.every
+		t.Run(fmt.Sprintf("every=%d/rows=%d", every, tc.perRound), func(t *testing.T) {
 			p := buckets.New(reserveConfig())
 			s := p.Load(sdA, nil)
 			entries := 0
-			for i := range rows {
-				if _, err := p.Place(s, sdA.Day.Start()+int64(i)*60_000, 1, 1); err != nil {
-					t.Fatal(err)
+			for i := range rows / tc.perRound {
+				for j := range tc.perRound {
+					ts := sdA.Day.Start() + int64(i)*60_000 + int64(j)
+					if _, err := p.Place(s, ts, 1, 1); err != nil {
+						t.Fatal(err)
+					}
 				}
 				entries += len(p.TakeDirty())
 				for range every {
@@ -433,11 +439,27 @@ func TestEntriesByCadence(t *testing.T) {
 			// Rows of one byte: the claim's 10-row reserve binds.
 			limit := 1 + (rows+9)/10
 			if every > wait {
-				limit = rows
+				limit = rows / tc.perRound // one a round
 			}
 			if entries > limit {
-				t.Errorf("%d catalogue entries for %d rows, one every %d settle calls; want at most %d", entries, rows, every, limit)
+				t.Errorf("%d catalogue entries for %d rows, %d a round every %d settle calls; want at most %d", entries, rows, tc.perRound, every, limit)
 			}
 		})
+	}
+}
+
+// An entry lost with a failed commit is written again by the next
+// SettleIdle, however recently its partition was written.
+func TestSettleIdleRewritesLost(t *testing.T) {
+	p := buckets.New(reserveConfig())
+	s := p.Load(sdA, nil)
+	pt, err := p.Place(s, sdA.Day.Start()+5, 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.TakeDirty()
+	p.Unsave([]*buckets.Partition{pt})
+	if got := p.SettleIdle(20); len(got) != 1 || got[0].Part != pt || got[0].Info.Rows != 1 {
+		t.Fatalf("SettleIdle right after Unsave = %+v, want the lost entry", got)
 	}
 }

@@ -64,15 +64,17 @@ func (s *Sink) flusher() {
 		// Then, when requests have been coming fast, wait a little for the
 		// next ones (group commit)...
 		s.group.arrived(time.Now(), len(group))
-		if open && rows < s.cfg.BatchRows && s.group.wait() && s.committing() {
+		if want := s.group.expected(); open && rows < s.cfg.BatchRows && len(group) < want && s.group.wait() && s.committing() {
 			s.m.commitDelays.Inc()
 			n := len(group)
-			group, rows, open = s.gather(group, rows, timer, s.cfg.CommitDelay, s.cfg.CommitDelay/4, s.group.expected())
+			group, rows, open = s.gather(group, rows, timer, s.cfg.CommitDelay, s.cfg.CommitDelay/4, want)
 			s.group.arrived(time.Now(), len(group)-n)
 		}
 		// ...and up to Linger for more in any case.
 		if open && rows < s.cfg.BatchRows && s.cfg.Linger > 0 {
+			n := len(group)
 			group, rows, open = s.gather(group, rows, timer, s.cfg.Linger, 0, math.MaxInt)
+			s.group.arrived(time.Now(), len(group)-n)
 		}
 		s.plan(group)
 		if s.planner.Over() && time.Since(s.settledEarly) >= s.settleEvery/earlySettles {

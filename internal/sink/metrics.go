@@ -81,7 +81,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.commitDelays = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_sink_commit_delays_total",
-		Help: "Batches the flusher held for up to sink.commit_delay because sink.commit_siblings or more other requests were in flight.",
+		Help: "Batches the flusher held for up to sink.commit_delay for more requests: a commit was in flight and, at the recent arrival rate, sink.commit_siblings or more requests were due within the delay.",
 	})
 	m.splitsLimit.Set(buckets.MaxSplits)
 	if reg != nil {

@@ -13,9 +13,9 @@
 //     then WriteReserved), so that a request that would be refused is
 //     refused before its rows cost memory.
 //  2. One flusher goroutine collects requests until Config.BatchRows rows are
-//     waiting or Config.Linger passed since the first (Config.CommitDelay,
-//     while Config.CommitSiblings other requests are in flight: group
-//     commit), then plans them. It
+//     waiting, then, while a commit is in flight and requests arrive fast,
+//     up to Config.CommitDelay for more (group commit, see groupCommit),
+//     then up to Config.Linger more, and plans them. It
 //     alone touches the planner, so bucketing decisions are serial. The
 //     catalogue it loads for a series-day the planner does not hold is never
 //     older than the planner's own writes: the planner forgets a series-day
