@@ -212,8 +212,9 @@ type drainStats struct {
 
 // sluiceDrain measures the gateway: the same backlog, drained through the
 // ingester into the durable store (Pebble with fsync), acknowledged after
-// each commit. SLUICE_BENCH_LINGER, SLUICE_BENCH_COMMITS and
-// SLUICE_BENCH_BATCH_ROWS override the sink defaults, and
+// each commit. SLUICE_BENCH_LINGER, SLUICE_BENCH_COMMIT_DELAY,
+// SLUICE_BENCH_COMMITS and SLUICE_BENCH_BATCH_ROWS override the sink
+// defaults, and
 // SLUICE_BENCH_MAX_INFLIGHT the ingester's mqtt.max_inflight.
 func sluiceDrain(b *testing.B, prefix string, topics, payloads []string) drainStats {
 	cfg := testConfig(mosquittoAddr, prefix)
@@ -224,6 +225,9 @@ func sluiceDrain(b *testing.B, prefix string, topics, payloads []string) drainSt
 	}
 	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_COMMITS")); err == nil {
 		scfg.Commits = n
+	}
+	if d, err := time.ParseDuration(os.Getenv("SLUICE_BENCH_COMMIT_DELAY")); err == nil {
+		scfg.CommitDelay = d
 	}
 	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_BATCH_ROWS")); err == nil {
 		scfg.BatchRows = n
