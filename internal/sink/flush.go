@@ -73,7 +73,7 @@ func (s *Sink) flusher() {
 		// ...and up to Linger for more in any case.
 		if open && rows < s.cfg.BatchRows && s.cfg.Linger > 0 {
 			n := len(group)
-			group, rows, open = s.gather(group, rows, timer, s.cfg.Linger, 0, math.MaxInt)
+			group, _, open = s.gather(group, rows, timer, s.cfg.Linger, 0, math.MaxInt)
 			s.group.arrived(time.Now(), len(group)-n)
 		}
 		s.plan(group)
