@@ -77,48 +77,55 @@ func (g *gateway) kill() {
 // metric returns the value of an unlabelled counter or gauge of /metrics.
 func (g *gateway) metric(name string) float64 {
 	g.t.Helper()
-	resp, err := http.Get(g.url + "/metrics")
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				g.t.Fatal(err)
-			}
-			return f
+	v, found := 0.0, false
+	g.eachSample(func(line string) bool {
+		rest, ok := strings.CutPrefix(line, name+" ")
+		if ok {
+			v, found = g.parseSample(name, rest), true
 		}
+		return !ok
+	})
+	if !found {
+		g.t.Fatalf("metric %s not exposed", name)
 	}
-	g.t.Fatalf("metric %s not exposed", name)
-	return 0
+	return v
 }
 
 // metricSum returns the sum of every sample of the metric family name
 // (all label values; 0 when none was observed yet).
 func (g *gateway) metricSum(name string) float64 {
 	g.t.Helper()
+	var sum float64
+	g.eachSample(func(line string) bool {
+		rest, ok := strings.CutPrefix(line, name)
+		if ok && rest != "" && (rest[0] == ' ' || rest[0] == '{') {
+			sum += g.parseSample(name, rest[strings.LastIndexByte(rest, ' ')+1:])
+		}
+		return true
+	})
+	return sum
+}
+
+// eachSample calls fn with each line of /metrics until it returns false.
+func (g *gateway) eachSample(fn func(line string) bool) {
+	g.t.Helper()
 	resp, err := http.Get(g.url + "/metrics")
 	if err != nil {
 		g.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var sum float64
 	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), name)
-		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
-			continue
-		}
-		f, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
-		if err != nil {
-			g.t.Fatalf("metric %s: %v", name, err)
-		}
-		sum += f
+	for sc.Scan() && fn(sc.Text()) {
 	}
-	return sum
+}
+
+func (g *gateway) parseSample(name, v string) float64 {
+	g.t.Helper()
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		g.t.Fatalf("metric %s: %v", name, err)
+	}
+	return f
 }
 
 // device connects to the embedded broker as the device account.

@@ -240,13 +240,7 @@ func TestSettleIdleAndUnsave(t *testing.T) {
 // Unsave leaves alone a partition whose series-day was forgotten: an entry
 // written from that stale state could replace a newer one.
 func TestUnsaveForgotten(t *testing.T) {
-	p := buckets.New(reserveConfig())
-	s := p.Load(sdA, nil)
-	pt, err := p.Place(s, sdA.Day.Start()+5, 1, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.TakeDirty()
+	p, pt := placedOnce(t)
 	p.Settle(true)
 	p.Forget(sdA)
 	p.Load(sdA, nil) // reloaded, as the sink does on the next write
@@ -451,15 +445,22 @@ func TestEntriesByCadence(t *testing.T) {
 // An entry lost with a failed commit is written again by the next
 // SettleIdle, however recently its partition was written.
 func TestSettleIdleRewritesLost(t *testing.T) {
-	p := buckets.New(reserveConfig())
-	s := p.Load(sdA, nil)
-	pt, err := p.Place(s, sdA.Day.Start()+5, 1, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.TakeDirty()
+	p, pt := placedOnce(t)
 	p.Unsave([]*buckets.Partition{pt})
 	if got := p.SettleIdle(20); len(got) != 1 || got[0].Part != pt || got[0].Info.Rows != 1 {
 		t.Fatalf("SettleIdle right after Unsave = %+v, want the lost entry", got)
 	}
+}
+
+// placedOnce returns a planner with the reserve that placed one row in
+// sdA and handed out its (exact) entry, and the row's partition.
+func placedOnce(t *testing.T) (*buckets.Planner, *buckets.Partition) {
+	t.Helper()
+	p := buckets.New(reserveConfig())
+	pt, err := p.Place(p.Load(sdA, nil), sdA.Day.Start()+5, 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.TakeDirty()
+	return p, pt
 }
