@@ -643,38 +643,35 @@ func (p *Planner) aheadOf(pi model.PartitionInfo) model.PartitionInfo {
 // SettleIdle (the sink calls it so when it must forget series-days). Call it
 // between rounds.
 func (p *Planner) Settle(all bool) []Entry {
-	var out []Entry
-	for pt := range p.ahead {
-		if !all && pt.epoch == p.epoch {
-			continue
-		}
-		out = append(out, p.settle(pt))
-	}
-	p.epoch++
-	return out
+	return p.settleAhead(func(pt *Partition) bool { return all || pt.epoch != p.epoch })
 }
 
 // SettleIdle returns exact entries for the partitions whose stored entry
 // was lost (see Unsave), and for those whose stored entry is ahead of them
 // and that had no row placed during the last idle calls of SettleIdle (at
-// least 1). Called every interval, it makes the
-// catalogue exact for partitions idle for idle intervals. Call it between
-// rounds.
+// least 1). Called every interval, it makes the catalogue exact for
+// partitions idle for idle intervals. Call it between rounds.
 func (p *Planner) SettleIdle(idle uint64) []Entry {
 	idle = max(idle, 1)
-	var out []Entry
-	for pt := range p.ahead {
-		// An entry lost with a failed commit (Unsave) is written again at
-		// once: the rows of a store that is not atomic may be stored
-		// outside every entry until then.
-		if pt.has && p.tick-pt.tick < idle {
-			continue
-		}
-		out = append(out, p.settle(pt))
-	}
-	p.epoch++
+	// An entry lost with a failed commit (Unsave) is written again at once:
+	// the rows of a store that is not atomic may be stored outside every
+	// entry until then.
+	out := p.settleAhead(func(pt *Partition) bool { return !pt.has || p.tick-pt.tick >= idle })
 	p.tick++
 	p.wait = idle
+	return out
+}
+
+// settleAhead hands out the exact entries of the partitions ahead that due
+// says to settle, and ends a settle epoch.
+func (p *Planner) settleAhead(due func(*Partition) bool) []Entry {
+	var out []Entry
+	for pt := range p.ahead {
+		if due(pt) {
+			out = append(out, p.settle(pt))
+		}
+	}
+	p.epoch++
 	return out
 }
 
