@@ -42,9 +42,9 @@ func applyMemoryBudget(cfg config.Config, logger *slog.Logger, getenv func(strin
 	}
 	logger.Info("memory budget", "budget_mib", p.Budget>>20, "go_heap_limit_mib", debug.SetMemoryLimit(-1)>>20, "go_heap_limit_from", limit,
 		"gc_percent", gcPercent, "gc_percent_from", gcFrom, "malloc_arenas", arenas,
-		"max_series_days", cfg.Buckets.MaxSeriesDays, "max_pending", cfg.Rollups.MaxPending,
+		"max_series_days", cfg.Buckets.MaxSeriesDays, "max_settled_series_days", cfg.Buckets.MaxSettled, "max_pending", cfg.Rollups.MaxPending,
 		"store_cache_mib", cfg.Store.Pebble.CacheBytes>>20, "store_memtable_mib", p.StoreMemTable>>20)
-	if msg, over := p.Over(cfg.Buckets.MaxSeriesDays, cfg.Rollups.MaxPending, cfg.Store.Pebble.CacheBytes); over {
+	if msg, over := p.Over(cfg.Buckets.MaxSeriesDays, cfg.Rollups.MaxPending, cfg.Buckets.MaxSettled, cfg.Store.Pebble.CacheBytes); over {
 		logger.Warn(msg + "; peak memory may exceed the budget: raise memory.budget_bytes or set them to 0")
 	}
 	return restore

@@ -136,6 +136,12 @@ type Config struct {
 	// or in Landed; never between Load and Place) and reloaded from the
 	// catalogue when next written.
 	MaxSeriesDays int `mapstructure:"max_series_days"`
+	// MaxSettled bounds the series-days forgotten with one exact single
+	// partition that the planner remembers compactly (see settled), so
+	// that their next write reads no catalogue. 0 keeps none. Only a
+	// planner that is its store's one writer (no PerWriterSingle) keeps
+	// them.
+	MaxSettled int `mapstructure:"max_settled_series_days"`
 	// PerWriterSingle gives each writer its own single partition instead of
 	// the shared sub-bucket 0 (see "Several writers" above). It is not a
 	// configuration key: the composition root sets it for stores that
@@ -185,6 +191,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxSeriesDays < 1 {
 		errs = append(errs, fmt.Errorf("buckets.max_series_days: must be at least 1 (or 0: sized by memory.budget_bytes), got %d", c.MaxSeriesDays))
+	}
+	if c.MaxSettled < 0 {
+		errs = append(errs, fmt.Errorf("buckets.max_settled_series_days: must be at least 0, got %d", c.MaxSettled))
 	}
 	return errors.Join(errs...)
 }
@@ -294,11 +303,74 @@ type Planner struct {
 	// round counts the rounds TakeEntries ended, from 1 (a Series's
 	// round is 0 until its first Place).
 	round uint64
+	// settled remembers forgotten series-days compactly; nil when
+	// MaxSettled is 0 or with PerWriterSingle.
+	settled *settled
 }
 
 // New returns a planner with no series-day loaded.
 func New(cfg Config) *Planner {
-	return &Planner{cfg: cfg, days: newIndex(), ahead: make(map[*Partition]struct{}), round: 1}
+	p := &Planner{cfg: cfg, days: newIndex(), ahead: make(map[*Partition]struct{}), round: 1}
+	if cfg.MaxSettled > 0 && !cfg.PerWriterSingle {
+		p.settled = newSettled(cfg.MaxSettled)
+	}
+	return p
+}
+
+// Resolve returns the state of sd: the one held, or one restored from
+// what the planner remembers of it when it was forgotten (with a single
+// exact partition, or, on a day known to be complete, none). read says
+// that the planner knows neither: the caller reads the catalogue and Loads
+// it.
+func (p *Planner) Resolve(sd model.SeriesDay) (s *Series, read bool) {
+	h := p.days.hash(sd)
+	if s := p.days.find(h, sd); s != nil {
+		return s, false
+	}
+	if p.settled == nil {
+		return nil, true
+	}
+	parts, read := p.settled.take(h, sd)
+	if read {
+		return nil, true
+	}
+	return p.load(h, sd, parts), false
+}
+
+// DayUnknown reports whether the caller should tell SetDay whether day d
+// has a catalogue entry in the store: the planner keeps forgotten
+// series-days and has not seen d yet. Only a store with one writer can
+// answer for good; the caller must ask before it Loads or places anything
+// of d.
+func (p *Planner) DayUnknown(d model.Day) bool {
+	if p.settled == nil {
+		return false
+	}
+	if _, ok := p.settled.days[d]; ok {
+		return false
+	}
+	return len(p.settled.days) == 0 || d > p.settled.newst-settledDaysKept
+}
+
+// SetDay tells the planner whether day d, which DayUnknown reported, had no
+// catalogue entry in the store: if so, a series-day of d that the planner
+// neither holds nor remembers has none, and Resolve hands out its state
+// without a read.
+func (p *Planner) SetDay(d model.Day, empty bool) {
+	if p.settled == nil {
+		return
+	}
+	if day := p.settled.day(d, true); day != nil && empty && len(day.recs) == 0 {
+		day.complete = true
+	}
+}
+
+// Settled returns how many forgotten series-days the planner remembers.
+func (p *Planner) Settled() int {
+	if p.settled == nil {
+		return 0
+	}
+	return p.settled.n
 }
 
 // Lookup returns the state of a loaded series-day, or nil.
@@ -318,6 +390,11 @@ func (p *Planner) Over() bool { return p.days.len() > p.cfg.MaxSeriesDays }
 // until TakeEntries. Callers load a series-day Lookup did not find; one
 // loaded again replaces the state held.
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
+	return p.load(p.days.hash(sd), sd, parts)
+}
+
+// load is Load of sd, whose hash is h.
+func (p *Planner) load(h uint64, sd model.SeriesDay, parts []model.PartitionInfo) *Series {
 	// What the sink noted with an earlier state of the series-day, if
 	// any, is gone: as if every minute was claimed in this round (see
 	// Claim).
@@ -348,7 +425,7 @@ func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series 
 			s.active = pt
 		}
 	}
-	if old := p.days.put(s); old != nil {
+	if old := p.days.put(s, h); old != nil {
 		// Not expected (callers load what Lookup did not find), but a
 		// state replaced must not stay held, or evict would take it out
 		// of the index a second time.
@@ -368,6 +445,11 @@ func (p *Planner) Unload(sd model.SeriesDay) {
 		}
 		p.days.remove(s)
 		s.held = false
+	}
+	if p.settled != nil {
+		// Forgotten without a record: its day's other series-days may
+		// have entries the planner no longer knows of.
+		p.settled.incomplete(sd.Day)
 	}
 }
 
@@ -452,6 +534,9 @@ func (p *Planner) evict() {
 		s.queued = false
 		p.checked++
 		if s.held && p.evictable(s) {
+			if p.settled != nil {
+				p.settled.keep(s.hash, s)
+			}
 			// Removed as the state it is, not looked up by its key.
 			p.days.remove(s)
 			s.held = false

@@ -78,7 +78,7 @@ func TestIndexHash(t *testing.T) {
 			t.Errorf("%v and %v hash alike", prev, sd)
 		}
 		seen[h] = sd
-		ix.put(&Series{sd: sd})
+		ix.put(&Series{sd: sd}, h)
 	}
 	for i, sd := range variants {
 		s := ix.get(sd)

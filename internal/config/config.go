@@ -97,6 +97,10 @@ func (c *Config) resolveMemory() []string {
 		c.Buckets.MaxSeriesDays = p.SeriesDays
 		sized = append(sized, "buckets.max_series_days")
 	}
+	if c.Buckets.MaxSettled == 0 {
+		c.Buckets.MaxSettled = p.Settled
+		sized = append(sized, "buckets.max_settled_series_days")
+	}
 	if c.Rollups.MaxPending == 0 {
 		c.Rollups.MaxPending = p.MaxPending
 		sized = append(sized, "rollups.max_pending")
@@ -250,7 +254,7 @@ func unresolved() Config {
 		Memory:    Memory{BudgetBytes: membudget.Default, GCPercent: DefaultGCPercent},
 	}
 	// Sized by the memory budget (resolveMemory).
-	c.Buckets.MaxSeriesDays, c.Rollups.MaxPending = 0, 0
+	c.Buckets.MaxSeriesDays, c.Buckets.MaxSettled, c.Rollups.MaxPending = 0, 0, 0
 	return c
 }
 

@@ -97,7 +97,7 @@ func TestCassandraFromEnvironment(t *testing.T) {
 	want.Rollups.PastRollDelay = rollupfeed.DefaultConfig().PastRollDelay
 	// Without the embedded store its memory goes to the Go heap.
 	p := want.Plan()
-	want.Buckets.MaxSeriesDays, want.Rollups.MaxPending = p.SeriesDays, p.MaxPending
+	want.Buckets.MaxSeriesDays, want.Buckets.MaxSettled, want.Rollups.MaxPending = p.SeriesDays, p.Settled, p.MaxPending
 	if p.SeriesDays <= Default().Buckets.MaxSeriesDays {
 		t.Errorf("cassandra: %d series-days, no more than with the embedded store", p.SeriesDays)
 	}

@@ -102,7 +102,7 @@ func TestFlagsOfEveryType(t *testing.T) {
 	want.Retention.Readings = retention.Duration(90 * 24 * time.Hour)
 	// Rollups off: their databases' memory goes to the Go heap.
 	p := want.Plan()
-	want.Buckets.MaxSeriesDays, want.Rollups.MaxPending = p.SeriesDays, p.MaxPending
+	want.Buckets.MaxSeriesDays, want.Buckets.MaxSettled, want.Rollups.MaxPending = p.SeriesDays, p.Settled, p.MaxPending
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

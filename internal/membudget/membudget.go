@@ -59,6 +59,10 @@ const (
 	// minute). rollups.max_pending counts minutes; up to twice as many are
 	// held before the write pipeline waits.
 	PendingBytes = 200
+	// SettledBytes is what the planner holds per series-day it forgot
+	// and remembers compactly (buckets.max_settled_series_days): a
+	// 32-byte map slot (fingerprint and record) at the map's load.
+	SettledBytes = 40
 
 	runtimeBytes     = 32 << 20
 	smallCacheBytes  = 8 << 20 // Pebble's default block cache
@@ -67,6 +71,7 @@ const (
 	otherMemTables   = 2       // Pebble's default threshold, the other databases
 	seriesDayShare   = 4       // a 4th of the Go heap limit
 	pendingShare     = 24      // a 24th
+	settledShare     = 8       // an 8th
 	minSeriesDays    = 10_000
 	minPendingMinute = 10_000
 	maxSeriesDays    = 1 << 30
@@ -104,6 +109,8 @@ type Plan struct {
 	SeriesDays int
 	// MaxPending is rollups.max_pending, unless set.
 	MaxPending int
+	// Settled is buckets.max_settled_series_days, unless set.
+	Settled int
 }
 
 // For divides budget, clamped to [Min, Max], among what o opens.
@@ -135,6 +142,7 @@ func For(budget int64, o Opens) Plan {
 	}
 	p.SeriesDays = int(clamp(heap/seriesDayShare/SeriesDayBytes, minSeriesDays, maxSeriesDays))
 	p.MaxPending = int(clamp(heap/pendingShare/(2*PendingBytes), minPendingMinute, maxPendingMinute))
+	p.Settled = int(clamp(heap/settledShare/SettledBytes, minSeriesDays, maxSeriesDays))
 	return p
 }
 
@@ -160,27 +168,28 @@ func (p Plan) OffHeap() int64 {
 	return n
 }
 
-// State is what seriesDays and maxPending make the Go heap hold at most.
-func State(seriesDays, maxPending int) int64 {
-	return int64(seriesDays)*SeriesDayBytes + int64(maxPending)*2*PendingBytes
+// State is what seriesDays, maxPending and settled make the Go heap hold
+// at most.
+func State(seriesDays, maxPending, settled int) int64 {
+	return int64(seriesDays)*SeriesDayBytes + int64(maxPending)*2*PendingBytes + int64(settled)*SettledBytes
 }
 
 // Over reports, for settings given explicitly, whether the fleet's state
 // they allow (and a raw store cache of storeCache bytes, if the plan opens
 // the raw store) takes more of the budget than the plan gives those terms,
 // and says by how much.
-func (p Plan) Over(seriesDays, maxPending int, storeCache int64) (string, bool) {
+func (p Plan) Over(seriesDays, maxPending, settled int, storeCache int64) (string, bool) {
 	planCache, gotCache := p.StoreCache, storeCache
 	if !p.Opens.RawStore {
 		planCache, gotCache = 0, 0 // not opened: no cache on either side
 	}
-	planned := State(p.SeriesDays, p.MaxPending) + planCache
-	got := State(seriesDays, maxPending) + gotCache
+	planned := State(p.SeriesDays, p.MaxPending, p.Settled) + planCache
+	got := State(seriesDays, maxPending, settled) + gotCache
 	if got <= planned {
 		return "", false
 	}
-	return fmt.Sprintf("buckets.max_series_days %d, rollups.max_pending %d and store.pebble.cache_bytes %d may hold %d MiB, where memory.budget_bytes %d plans %d MiB for them",
-		seriesDays, maxPending, storeCache, got>>20, p.Budget, planned>>20), true
+	return fmt.Sprintf("buckets.max_series_days %d, rollups.max_pending %d, buckets.max_settled_series_days %d and store.pebble.cache_bytes %d may hold %d MiB, where memory.budget_bytes %d plans %d MiB for them",
+		seriesDays, maxPending, settled, storeCache, got>>20, p.Budget, planned>>20), true
 }
 
 // storeCache is the raw store's block cache for a budget: 3/16 of it, and

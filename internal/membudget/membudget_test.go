@@ -32,7 +32,7 @@ func TestForDividesTheBudget(t *testing.T) {
 		}
 		// The fleet's state leaves room in the heap for requests and the
 		// collector.
-		if st := State(p.SeriesDays, p.MaxPending); st > p.GoLimit/2 {
+		if st := State(p.SeriesDays, p.MaxPending, p.Settled); st > p.GoLimit/2 {
 			t.Errorf("For(%d MiB): fleet state %d MiB is over half the Go heap limit %d MiB", tc.budget>>20, st>>20, p.GoLimit>>20)
 		}
 		if p.GoLimit < 32<<20 {
@@ -86,13 +86,13 @@ func addUp(p Plan) int64 {
 
 func TestOver(t *testing.T) {
 	p := For(Default, All)
-	if msg, over := p.Over(p.SeriesDays, p.MaxPending, p.StoreCache); over {
+	if msg, over := p.Over(p.SeriesDays, p.MaxPending, p.Settled, p.StoreCache); over {
 		t.Errorf("the plan's own settings are over it: %s", msg)
 	}
-	if _, over := p.Over(p.SeriesDays/2, p.MaxPending, 1<<20); over {
+	if _, over := p.Over(p.SeriesDays/2, p.MaxPending, p.Settled, 1<<20); over {
 		t.Error("smaller settings reported over the plan")
 	}
-	msg, over := p.Over(1_000_000, p.MaxPending, p.StoreCache)
+	msg, over := p.Over(1_000_000, p.MaxPending, p.Settled, p.StoreCache)
 	if !over || msg == "" {
 		t.Fatal("a million series-days in 512 MiB not reported")
 	}

@@ -19,7 +19,11 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 	rs := &s.resolving
 	defer rs.reset()
 	need := func(sd model.SeriesDay, slot **buckets.Series) {
-		if *slot = s.planner.Lookup(sd); *slot == nil {
+		if s.planner.DayUnknown(sd.Day) {
+			s.planner.SetDay(sd.Day, s.catalogueEmpty(ctx, sd.Day))
+		}
+		var read bool
+		if *slot, read = s.planner.Resolve(sd); read {
 			rs.add(sd, slot)
 		}
 	}
@@ -41,7 +45,9 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 		}
 		out[gi] = hs
 	}
+	s.m.settled.Set(float64(s.planner.Settled()))
 	if len(rs.missing) == 0 {
+		s.m.seriesDays.Set(float64(s.planner.Len()))
 		return out, nil
 	}
 	hs, err := s.load(ctx, rs.missing, false)
@@ -128,6 +134,7 @@ func (s *Sink) load(ctx context.Context, missing []model.SeriesDay, onlyAhead bo
 	if err != nil {
 		return nil, err
 	}
+	s.m.catalogueReads.Add(float64(len(missing)))
 	hs := make([]*buckets.Series, len(missing))
 	for i, sd := range missing {
 		if onlyAhead && !slices.ContainsFunc(loaded[i], func(pi model.PartitionInfo) bool {
@@ -209,6 +216,22 @@ func (s *Sink) noteSplit(k model.PartitionKey) {
 			"partition", k.String(), "splits", n, "limit", buckets.MaxSplits)
 	}
 	s.m.splitsMax.Set(float64(top))
+}
+
+// catalogueEmpty reports whether the store holds no catalogue entry of day
+// d; false when it cannot tell.
+func (s *Sink) catalogueEmpty(ctx context.Context, d model.Day) bool {
+	cd, ok := s.st.(CatalogueDays)
+	if !ok {
+		return false
+	}
+	empty, err := cd.CatalogueEmpty(ctx, d)
+	if err != nil {
+		s.logger.Warn("could not tell whether a day has catalogue entries: its series-days' catalogues are read on every reload",
+			"day", d.String(), "err", err)
+		return false
+	}
+	return empty
 }
 
 // catalogues reads the catalogues of sds, in one call when the store is a

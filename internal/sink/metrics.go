@@ -17,6 +17,8 @@ type metrics struct {
 	auditDuplicates prometheus.Counter
 	auditConflicts  prometheus.Counter
 	seriesDays      prometheus.Gauge
+	settled         prometheus.Gauge
+	catalogueReads  prometheus.Counter
 	entries         *prometheus.CounterVec
 	queueCapacity   prometheus.Gauge
 	overBound       prometheus.Counter
@@ -59,6 +61,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		seriesDays: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_buckets_series_days", Help: "Series-days whose bucketing state is held in memory.",
 		}),
+		settled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_buckets_settled_series_days",
+			Help: "Series-days forgotten by the bucket planner that it remembers compactly, so that their next write reads no catalogue (buckets.max_settled_series_days).",
+		}),
+		catalogueReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_buckets_catalogue_reads_total",
+			Help: "Series-days whose partition catalogue the bucket planner read from the store (neither held nor remembered).",
+		}),
 		entries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_sink_catalogue_entries_total",
 			Help: "Partition catalogue entries written, by why: placed (rows outgrew the entry) or settled (made exact again).",
@@ -85,7 +95,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	})
 	m.splitsLimit.Set(buckets.MaxSplits)
 	if reg != nil {
-		reg.MustRegister(m.rows, m.commits, m.commitErrors, m.commitSeconds, m.batchRows, m.queued, m.busy, m.auditDuplicates, m.auditConflicts, m.seriesDays, m.entries,
+		reg.MustRegister(m.rows, m.commits, m.commitErrors, m.commitSeconds, m.batchRows, m.queued, m.busy, m.auditDuplicates, m.auditConflicts, m.seriesDays, m.settled, m.catalogueReads, m.entries,
 			m.queueCapacity, m.overBound, m.splitsMax, m.splitsLimit, m.commitDelays)
 	}
 	return m

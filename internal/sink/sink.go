@@ -111,6 +111,15 @@ type CatalogueLoader interface {
 	Catalogues(ctx context.Context, sds []model.SeriesDay) ([][]model.PartitionInfo, error)
 }
 
+// CatalogueDays is implemented by a Store that tells whether a day has any
+// catalogue entry. With it, a planner that is the store's one writer knows
+// that the series-days of a day that began empty have no entry until it
+// writes one (buckets.Planner.SetDay), and reads no catalogue for their
+// first write.
+type CatalogueDays interface {
+	CatalogueEmpty(ctx context.Context, d model.Day) (bool, error)
+}
+
 // catalogueLoads bounds the catalogue reads of one round in flight at once.
 const catalogueLoads = 32
 

@@ -110,3 +110,34 @@ func TestCataloguesSkipAbsent(t *testing.T) {
 		t.Fatal("setup: no catalogue entry asked for")
 	}
 }
+
+// CatalogueEmpty tells a day with a catalogue entry (of any tenant or
+// kind) from one without, including the days on either side of one that
+// has entries, and a day whose only entry was dropped by retention.
+func TestCatalogueEmpty(t *testing.T) {
+	st := open(t, t.TempDir())
+	defer st.Close()
+	day := model.DayOf(1_700_000_000_000)
+	b := store.Batch{Catalogue: []model.PartitionInfo{
+		{Key: model.PartitionKey{Kind: model.KindAudit, Tenant: "acme", Series: "s", Day: day}, Rows: 1, State: "single"},
+		{Key: model.PartitionKey{Kind: model.KindReadings, Tenant: "z", Series: "d", Day: day + 2}, Rows: 1, State: "single"},
+	}}
+	if err := st.Commit(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DropCatalogue(t.Context(), store.Bucket{Kind: store.BucketReadings, Tenant: "z", Day: day + 2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		d     model.Day
+		empty bool
+	}{{day - 1, true}, {day, false}, {day + 1, true}, {day + 2, true}, {day + 3, true}} {
+		got, err := st.CatalogueEmpty(t.Context(), tc.d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.empty {
+			t.Errorf("CatalogueEmpty(%v) = %v, want %v", tc.d, got, tc.empty)
+		}
+	}
+}

@@ -355,6 +355,21 @@ func readCatalogue(out []model.PartitionInfo, it *span, m *mark, p []byte, sd mo
 	return out, nil
 }
 
+// CatalogueEmpty reports whether no catalogue entry of day d is stored
+// (sink.CatalogueDays).
+func (s *Store) CatalogueEmpty(ctx context.Context, d model.Day) (bool, error) {
+	lower := appendDay([]byte{tabCatalogue}, d)
+	it, release, err := s.iter(ctx, lower, prefixEnd(lower))
+	if err != nil {
+		return false, fmt.Errorf("look for catalogue entries of %v: %w", d, err)
+	}
+	empty := !it.it.First()
+	if err := release(); err != nil {
+		return false, fmt.Errorf("look for catalogue entries of %v: %w", d, err)
+	}
+	return empty, nil
+}
+
 // sortedKeys builds n keys with appendKey into one shared buffer and
 // returns them with their indexes in key order: what a batch of lookups
 // through one iterator, seeking forward, needs.

@@ -1,0 +1,268 @@
+package buckets_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/model"
+)
+
+// catalogueStore stands in for the store: the entries a planner handed out,
+// as committed, and how many series-days it was asked to read.
+type catalogueStore struct {
+	entries map[model.PartitionKey]model.PartitionInfo
+	reads   int
+}
+
+func (c *catalogueStore) catalogue(sd model.SeriesDay) []model.PartitionInfo {
+	c.reads++
+	var out []model.PartitionInfo
+	for k, pi := range c.entries {
+		if k.SeriesDay() == sd {
+			out = append(out, pi)
+		}
+	}
+	slices.SortFunc(out, func(a, b model.PartitionInfo) int { return int(a.Key.Sub) - int(b.Key.Sub) })
+	return out
+}
+
+// writeRound writes one reading of each series-day of sds through p as the
+// sink does (resolve, reading the store only when told to; place; take the
+// entries; commit them; report them landed) and returns the round's
+// entries, sorted.
+func writeRound(t *testing.T, p *buckets.Planner, st *catalogueStore, sds []model.SeriesDay, ts int64) []model.PartitionInfo {
+	t.Helper()
+	for _, sd := range sds {
+		s, read := p.Resolve(sd)
+		if read {
+			s = p.Load(sd, st.catalogue(sd))
+		}
+		if _, err := p.Place(s, ts, 1, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es := p.TakeEntries(nil)
+	var out []model.PartitionInfo
+	var parts []*buckets.Partition
+	for _, e := range es {
+		st.entries[e.Info.Key] = e.Info
+		out = append(out, e.Info)
+		parts = append(parts, e.Part)
+	}
+	p.Landed(parts)
+	slices.SortFunc(out, func(a, b model.PartitionInfo) int { return strings.Compare(a.Key.String(), b.Key.String()) })
+	return out
+}
+
+// TestSettledMatchesCatalogue runs one random workload (many devices, some
+// writing often enough to split, a planner holding few series-days, two
+// days) through a planner that remembers forgotten series-days and one
+// that reads the catalogue every time: they must hand out the same entries
+// at every round, and the first must read less.
+func TestSettledMatchesCatalogue(t *testing.T) {
+	cfg := buckets.Config{MaxRows: 8, MaxBytes: 1000, MaxSeriesDays: 4}
+	withCfg := cfg
+	withCfg.MaxSettled = 1000
+	with, without := buckets.New(withCfg), buckets.New(cfg)
+	stWith := &catalogueStore{entries: map[model.PartitionKey]model.PartitionInfo{}}
+	stWithout := &catalogueStore{entries: map[model.PartitionKey]model.PartitionInfo{}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	day := model.Day(20_000)
+	for round := range 400 {
+		if round == 200 {
+			day++ // the next day begins; yesterday's late rows go on
+		}
+		var sds []model.SeriesDay
+		seen := map[model.SeriesDay]bool{}
+		for range 1 + rng.IntN(5) {
+			d := day
+			if round >= 200 && rng.IntN(4) == 0 {
+				d = day - 1
+			}
+			dev := rng.IntN(30)
+			if rng.IntN(3) == 0 {
+				dev = rng.IntN(3) // hot devices, which split
+			}
+			sd := model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: fmt.Sprintf("dev-%d", dev), Day: d}
+			if !seen[sd] {
+				seen[sd] = true
+				sds = append(sds, sd)
+			}
+		}
+		for _, sd := range sds {
+			if with.DayUnknown(sd.Day) {
+				with.SetDay(sd.Day, dayEmpty(stWith, sd.Day))
+			}
+		}
+		ts := day.Start() + int64(round)*1000
+		got := writeRound(t, with, stWith, sds, ts)
+		want := writeRound(t, without, stWithout, sds, ts)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("round %d: entries differ (-read every time +remembered):\n%s", round, diff)
+		}
+	}
+	// The hot devices' series-days split, and theirs are read each time
+	// (about half the reads here); a quiet device's is read at most once.
+	if stWith.reads*10 >= stWithout.reads*6 {
+		t.Errorf("catalogue reads: %d with forgotten series-days remembered, %d without", stWith.reads, stWithout.reads)
+	}
+	t.Logf("catalogue reads: %d remembered, %d not; %d remembered at the end", stWith.reads, stWithout.reads, with.Settled())
+}
+
+func dayEmpty(st *catalogueStore, d model.Day) bool {
+	for k := range st.entries {
+		if k.Day == d {
+			return false
+		}
+	}
+	return true
+}
+
+func TestSettledResolve(t *testing.T) {
+	day := model.Day(20_000)
+	sd := func(dev string, d model.Day) model.SeriesDay {
+		return model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: dev, Day: d}
+	}
+	// forget writes a row of each series-day given and then enough others
+	// that the planner (one series-day held) forgets them.
+	forget := func(t *testing.T, p *buckets.Planner, st *catalogueStore, rows int, sds ...model.SeriesDay) {
+		for range rows {
+			writeRound(t, p, st, sds, day.Start()+1000)
+		}
+		for i := range 3 {
+			writeRound(t, p, st, []model.SeriesDay{sd(fmt.Sprintf("other-%d", i), day)}, day.Start()+2000)
+		}
+	}
+	newPlanner := func(settled int, perWriter bool) (*buckets.Planner, *catalogueStore) {
+		p := buckets.New(buckets.Config{MaxRows: 4, MaxBytes: 1000, MaxSeriesDays: 1, MaxSettled: settled, PerWriterSingle: perWriter})
+		if p.DayUnknown(day) {
+			p.SetDay(day, true)
+		}
+		return p, &catalogueStore{entries: map[model.PartitionKey]model.PartitionInfo{}}
+	}
+	cases := []struct {
+		name     string
+		run      func(t *testing.T) (p *buckets.Planner, st *catalogueStore, resolve model.SeriesDay)
+		wantRead bool
+	}{{
+		name: "forgotten with one exact partition: restored",
+		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
+			p, st := newPlanner(100, false)
+			forget(t, p, st, 2, sd("a", day))
+			return p, st, sd("a", day)
+		},
+	}, {
+		name: "forgotten split: the catalogue is read",
+		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
+			p, st := newPlanner(100, false)
+			forget(t, p, st, 6, sd("a", day))
+			return p, st, sd("a", day)
+		},
+		wantRead: true,
+	}, {
+		name: "never written on a day that began empty: nothing to read",
+		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
+			p, st := newPlanner(100, false)
+			forget(t, p, st, 1, sd("a", day))
+			return p, st, sd("new", day)
+		},
+	}, {
+		name: "day not known empty: the catalogue is read",
+		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
+			p, st := newPlanner(100, false)
+			p.SetDay(day+1, false)
+			return p, st, sd("new", day+1)
+		},
+		wantRead: true,
+	}, {
+		name: "bound reached: the day is no longer complete",
+		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
+			p, st := newPlanner(2, false)
+			forget(t, p, st, 1, sd("a", day), sd("b", day), sd("c", day))
+			if n := p.Settled(); n > 2 {
+				t.Errorf("%d series-days remembered, bound 2", n)
+			}
+			return p, st, sd("new", day)
+		},
+		wantRead: true,
+	}, {
+		name: "unloaded: the day is no longer complete",
+		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
+			p, st := newPlanner(100, false)
+			forget(t, p, st, 1, sd("a", day))
+			p.Load(sd("x", day), nil)
+			p.Unload(sd("x", day))
+			return p, st, sd("new", day)
+		},
+		wantRead: true,
+	}, {
+		name: "restored, then unloaded: the catalogue is read",
+		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
+			p, st := newPlanner(100, false)
+			forget(t, p, st, 1, sd("a", day))
+			if _, read := p.Resolve(sd("a", day)); read {
+				t.Fatal("not restored")
+			}
+			p.Unload(sd("a", day))
+			return p, st, sd("a", day)
+		},
+		wantRead: true,
+	}, {
+		name: "several writers: nothing remembered",
+		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
+			p, st := newPlanner(100, true)
+			forget(t, p, st, 2, sd("a", day))
+			return p, st, sd("a", day)
+		},
+		wantRead: true,
+	}, {
+		name: "older than yesterday: forgotten for good",
+		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
+			p, st := newPlanner(100, false)
+			forget(t, p, st, 2, sd("a", day))
+			p.SetDay(day+2, true)
+			return p, st, sd("a", day)
+		},
+		wantRead: true,
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, st, resolve := tc.run(t)
+			if p.Lookup(resolve) != nil {
+				t.Fatalf("%v is held: the case does not test what it says", resolve)
+			}
+			s, read := p.Resolve(resolve)
+			if read != tc.wantRead {
+				t.Fatalf("Resolve(%v): read %v, want %v", resolve, read, tc.wantRead)
+			}
+			if read {
+				return
+			}
+			// The state restored places a row as one loaded from the
+			// store would.
+			ref := buckets.New(buckets.Config{MaxRows: 4, MaxBytes: 1000, MaxSeriesDays: 1})
+			rs := ref.Load(resolve, st.catalogue(resolve))
+			for _, c := range []struct {
+				p *buckets.Planner
+				s *buckets.Series
+			}{{p, s}, {ref, rs}} {
+				if _, err := c.p.Place(c.s, day.Start()+5000, 1, 10); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, want := p.TakeEntries(nil), ref.TakeEntries(nil)
+			if len(got) != 1 || len(want) != 1 {
+				t.Fatalf("entries: %d restored, %d loaded", len(got), len(want))
+			}
+			if diff := cmp.Diff(want[0].Info, got[0].Info); diff != "" {
+				t.Errorf("entry (-loaded +restored):\n%s", diff)
+			}
+		})
+	}
+}
