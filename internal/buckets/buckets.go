@@ -447,9 +447,7 @@ func (p *Planner) Unload(sd model.SeriesDay) {
 		s.held = false
 	}
 	if p.settled != nil {
-		// Forgotten without a record: its day's other series-days may
-		// have entries the planner no longer knows of.
-		p.settled.incomplete(sd.Day)
+		p.settled.unloaded(p.days.hash(sd), sd)
 	}
 }
 

@@ -15,15 +15,18 @@ import (
 // series-day, and each reload read a block of the catalogue that was not
 // in the block cache (two thirds of the gateway's CPU at a million devices
 // a day; docs/benchmarks.md, item 33). A series-day forgotten in any other
-// shape (split, closed) leaves a mark that says "read the catalogue".
+// shape (split, closed), or once max records are held, is added to its
+// day's Bloom filter instead, which says "read the catalogue" (and, for
+// a few percent of the others, says so wrongly: a read too many, never
+// one too few).
 //
 // It also knows, for a day it saw begin without a catalogue entry in the
 // store (Planner.SetDayEmpty), that every series-day of that day with an
 // entry is held by the planner or remembered here, so that a series-day
 // found in neither has none: its first write reads nothing. That holds
-// only while this planner is the store's one writer (no PerWriterSingle)
-// and nothing of the day was dropped from here: a day that lost a record
-// (the bound was reached, or Unload) is no longer complete.
+// only while this planner is the store's one writer (no PerWriterSingle):
+// every series-day it forgets or unloads is either recorded or in the
+// filter.
 //
 // Records are keyed by a 128-bit fingerprint of the series-day (two
 // seeded hashes), not the series-day itself: a collision would make one
@@ -41,13 +44,46 @@ type settled struct {
 type settledDay struct {
 	complete bool
 	recs     map[fingerprint]settledRec
+	// spilled is a blocked Bloom filter (four bits of one word a
+	// series-day) of the series-days forgotten without a record; nil
+	// until the first.
+	spilled []uint64
+}
+
+// settledSpillBits is the filter's size in bits per record of max: with
+// four bits a key in one word, about 3% false positives when as many
+// series-days spilled as max, more past it (only more reads).
+const settledSpillBits = 8
+
+func (d *settledDay) spill(fp fingerprint, words int) {
+	if d.spilled == nil {
+		d.spilled = make([]uint64, words)
+	}
+	w, bits := spillBits(fp, len(d.spilled))
+	d.spilled[w] |= bits
+}
+
+func (d *settledDay) maySpilled(fp fingerprint) bool {
+	if d.spilled == nil {
+		return false
+	}
+	w, bits := spillBits(fp, len(d.spilled))
+	return d.spilled[w]&bits == bits
+}
+
+// spillBits returns the word of fp in a filter of n words and its four
+// bits there, from the fingerprint's second half (the first picks the
+// index's map slot, so the two are independent).
+func spillBits(fp fingerprint, n int) (int, uint64) {
+	b := fp.b
+	w := int((b >> 32) % uint64(n))
+	return w, 1<<(b&63) | 1<<(b>>6&63) | 1<<(b>>12&63) | 1<<(b>>18&63)
 }
 
 type fingerprint struct{ a, b uint64 }
 
 // settledRec is an exact single-partition entry: its rows and bytes, and
-// its time range as milliseconds from the day's start. Rows 0 marks a
-// series-day whose catalogue must be read.
+// its time range as milliseconds from the day's start.
 type settledRec struct {
 	rows, bytes uint32
 	min, max    uint32
@@ -99,18 +135,16 @@ func (t *settled) keep(h uint64, s *Series) {
 	}
 	fp := t.fingerprint(h, s.sd)
 	rec, ok := compact(s)
-	if !ok {
-		rec = settledRec{} // a mark: read the catalogue
+	if !ok || t.n >= t.max {
+		d.spill(fp, t.spillWords())
+		return
 	}
-	if _, dup := d.recs[fp]; !dup {
-		if t.n >= t.max {
-			d.complete = false
-			return
-		}
-		t.n++
-	}
+	t.n++
 	d.recs[fp] = rec
 }
+
+// spillWords is the size of a day's filter.
+func (t *settled) spillWords() int { return max(t.max*settledSpillBits/64, 1024) }
 
 // compact returns the record of s if its catalogue is one open single
 // partition, sub-bucket 0, whose stored entry is exact.
@@ -139,10 +173,7 @@ func (t *settled) take(h uint64, sd model.SeriesDay) (parts []model.PartitionInf
 	fp := t.fingerprint(h, sd)
 	rec, ok := d.recs[fp]
 	if !ok {
-		return nil, !d.complete
-	}
-	if rec.rows == 0 {
-		return nil, true // the mark stays: the catalogue is read each time
+		return nil, !d.complete || d.maySpilled(fp)
 	}
 	delete(d.recs, fp)
 	t.n--
@@ -154,10 +185,15 @@ func (t *settled) take(h uint64, sd model.SeriesDay) (parts []model.PartitionInf
 	}}, false
 }
 
-// incomplete says that day d may have series-days with entries that are
-// neither held nor here.
-func (t *settled) incomplete(d model.Day) {
-	if sd := t.days[d]; sd != nil {
-		sd.complete = false
+// unloaded is told that the planner forgot sd (hashed h by the index)
+// without keeping it: its catalogue is read next time.
+func (t *settled) unloaded(h uint64, sd model.SeriesDay) {
+	if d := t.days[sd.Day]; d != nil {
+		fp := t.fingerprint(h, sd)
+		if _, ok := d.recs[fp]; ok {
+			delete(d.recs, fp)
+			t.n--
+		}
+		d.spill(fp, t.spillWords())
 	}
 }

@@ -61,8 +61,9 @@ const (
 	PendingBytes = 200
 	// SettledBytes is what the planner holds per series-day it forgot
 	// and remembers compactly (buckets.max_settled_series_days): a
-	// 32-byte map slot (fingerprint and record) at the map's load.
-	SettledBytes = 40
+	// 32-byte map slot (fingerprint and record) at the map's load, and a
+	// byte of each of two days' spill filters.
+	SettledBytes = 42
 
 	runtimeBytes     = 32 << 20
 	smallCacheBytes  = 8 << 20 // Pebble's default block cache
@@ -71,7 +72,7 @@ const (
 	otherMemTables   = 2       // Pebble's default threshold, the other databases
 	seriesDayShare   = 4       // a 4th of the Go heap limit
 	pendingShare     = 24      // a 24th
-	settledShare     = 8       // an 8th
+	settledShare     = 5       // a 5th
 	minSeriesDays    = 10_000
 	minPendingMinute = 10_000
 	maxSeriesDays    = 1 << 30
