@@ -390,7 +390,11 @@ func (p *Planner) Over() bool { return p.days.len() > p.cfg.MaxSeriesDays }
 // until TakeEntries. Callers load a series-day Lookup did not find; one
 // loaded again replaces the state held.
 func (p *Planner) Load(sd model.SeriesDay, parts []model.PartitionInfo) *Series {
-	return p.load(p.days.hash(sd), sd, parts)
+	h := p.days.hash(sd)
+	if p.settled != nil {
+		p.settled.loaded(h, sd)
+	}
+	return p.load(h, sd, parts)
 }
 
 // load is Load of sd, whose hash is h.

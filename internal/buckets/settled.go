@@ -134,12 +134,19 @@ func (t *settled) keep(h uint64, s *Series) {
 		return
 	}
 	fp := t.fingerprint(h, s.sd)
+	_, dup := d.recs[fp] // not expected: a record is taken when its state is restored or loaded
 	rec, ok := compact(s)
-	if !ok || t.n >= t.max {
+	if !ok || !dup && t.n >= t.max {
+		if dup {
+			delete(d.recs, fp)
+			t.n--
+		}
 		d.spill(fp, t.spillWords())
 		return
 	}
-	t.n++
+	if !dup {
+		t.n++
+	}
 	d.recs[fp] = rec
 }
 
@@ -189,11 +196,25 @@ func (t *settled) take(h uint64, sd model.SeriesDay) (parts []model.PartitionInf
 // without keeping it: its catalogue is read next time.
 func (t *settled) unloaded(h uint64, sd model.SeriesDay) {
 	if d := t.days[sd.Day]; d != nil {
-		fp := t.fingerprint(h, sd)
-		if _, ok := d.recs[fp]; ok {
-			delete(d.recs, fp)
-			t.n--
-		}
+		fp := t.drop(d, h, sd)
 		d.spill(fp, t.spillWords())
 	}
+}
+
+// loaded is told that the planner loaded sd (hashed h) from the store: a
+// record of it, if any (not expected), no longer speaks for it.
+func (t *settled) loaded(h uint64, sd model.SeriesDay) {
+	if d := t.days[sd.Day]; d != nil {
+		t.drop(d, h, sd)
+	}
+}
+
+// drop forgets the record of sd in d, if any, and returns its fingerprint.
+func (t *settled) drop(d *settledDay, h uint64, sd model.SeriesDay) fingerprint {
+	fp := t.fingerprint(h, sd)
+	if _, ok := d.recs[fp]; ok {
+		delete(d.recs, fp)
+		t.n--
+	}
+	return fp
 }

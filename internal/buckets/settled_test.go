@@ -285,3 +285,34 @@ func TestSettledResolve(t *testing.T) {
 		})
 	}
 }
+
+// A series-day loaded from the store while it is remembered (not expected:
+// the sink restores what is remembered instead of reading it) drops its
+// record, which no longer speaks for it, and forgetting it again records
+// it once.
+func TestSettledLoadDropsRecord(t *testing.T) {
+	day := model.Day(20_000)
+	p := buckets.New(buckets.Config{MaxRows: 4, MaxBytes: 1000, MaxSeriesDays: 1, MaxSettled: 100})
+	p.SetDay(day, true)
+	st := &catalogueStore{entries: map[model.PartitionKey]model.PartitionInfo{}}
+	a := model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: "a", Day: day}
+	others := func(from int) {
+		for i := from; i < from+3; i++ {
+			writeRound(t, p, st, []model.SeriesDay{{Kind: model.KindReadings, Tenant: "t", Series: fmt.Sprintf("o-%d", i), Day: day}}, day.Start()+2000)
+		}
+	}
+	writeRound(t, p, st, []model.SeriesDay{a}, day.Start()+1000)
+	others(0)
+	n := p.Settled()
+	p.Load(a, st.catalogue(a))
+	if got := p.Settled(); got != n-1 {
+		t.Fatalf("remembered %d after loading a remembered series-day, want %d", got, n-1)
+	}
+	others(3)
+	if p.Lookup(a) != nil {
+		t.Fatal("a is still held")
+	}
+	if got := p.Settled(); got != n+3 {
+		t.Errorf("remembered %d, want %d: a once, and the three others forgotten since", got, n+3)
+	}
+}
