@@ -138,9 +138,10 @@ type Config struct {
 	MaxSeriesDays int `mapstructure:"max_series_days"`
 	// MaxSettled bounds the series-days forgotten with one exact single
 	// partition that the planner remembers compactly (see settled), so
-	// that their next write reads no catalogue. 0 keeps none. Only a
-	// planner that is its store's one writer (no PerWriterSingle) keeps
-	// them.
+	// that their next write reads no catalogue. At most 0 (the
+	// configuration's -1) keeps none, and reads every catalogue as
+	// before. Only a planner that is its store's one writer (no
+	// PerWriterSingle) keeps them.
 	MaxSettled int `mapstructure:"max_settled_series_days"`
 	// PerWriterSingle gives each writer its own single partition instead of
 	// the shared sub-bucket 0 (see "Several writers" above). It is not a
@@ -192,8 +193,8 @@ func (c Config) Validate() error {
 	if c.MaxSeriesDays < 1 {
 		errs = append(errs, fmt.Errorf("buckets.max_series_days: must be at least 1 (or 0: sized by memory.budget_bytes), got %d", c.MaxSeriesDays))
 	}
-	if c.MaxSettled < 0 {
-		errs = append(errs, fmt.Errorf("buckets.max_settled_series_days: must be at least 0, got %d", c.MaxSettled))
+	if c.MaxSettled < -1 {
+		errs = append(errs, fmt.Errorf("buckets.max_settled_series_days: must be at least -1 (off; 0: sized by memory.budget_bytes), got %d", c.MaxSettled))
 	}
 	return errors.Join(errs...)
 }
@@ -340,8 +341,9 @@ func (p *Planner) Resolve(sd model.SeriesDay) (s *Series, read bool) {
 // DayUnknown reports whether the caller should tell SetDay whether day d
 // has a catalogue entry in the store: the planner keeps forgotten
 // series-days and has not seen d yet. Only a store with one writer can
-// answer for good; the caller must ask before it Loads or places anything
-// of d.
+// answer for good; the caller must ask before it places anything of d
+// (a Load before that is harmless only if the store has entries of d, as
+// when the sink loads series-days with entries left ahead).
 func (p *Planner) DayUnknown(d model.Day) bool {
 	if p.settled == nil {
 		return false
@@ -349,7 +351,7 @@ func (p *Planner) DayUnknown(d model.Day) bool {
 	if _, ok := p.settled.days[d]; ok {
 		return false
 	}
-	return len(p.settled.days) == 0 || d > p.settled.newst-settledDaysKept
+	return len(p.settled.days) == 0 || d > p.settled.newest-settledDaysKept
 }
 
 // SetDay tells the planner whether day d, which DayUnknown reported, had no

@@ -647,6 +647,8 @@ func TestValidate(t *testing.T) {
 		{"negative writer", func(c *buckets.Config) { c.Writer = -1 }, []string{"buckets.writer_id", "0..255", "got -1"}},
 		{"large writer", func(c *buckets.Config) { c.Writer = 256 }, []string{"buckets.writer_id", "got 256"}},
 		{"zero series-days", func(c *buckets.Config) { c.MaxSeriesDays = 0 }, []string{"buckets.max_series_days", "got 0"}},
+		{"remembering off", func(c *buckets.Config) { c.MaxSettled = -1 }, nil},
+		{"remembered below -1", func(c *buckets.Config) { c.MaxSettled = -2 }, []string{"buckets.max_settled_series_days", "got -2"}},
 		{
 			"every error at once",
 			func(c *buckets.Config) { *c = buckets.Config{Writer: 300} },

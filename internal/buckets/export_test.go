@@ -44,3 +44,12 @@ func (p *Planner) TakeDirty() []model.PartitionInfo {
 // Forget drops a series-day from memory.
 // Entries already queued for it are still handed out by TakeEntries.
 func (p *Planner) Forget(sd model.SeriesDay) { p.Unload(sd) }
+
+// Infos returns what the planner holds of each partition of s.
+func (s *Series) Infos() []model.PartitionInfo {
+	var out []model.PartitionInfo // nil when none, as a catalogue read
+	for _, pt := range s.parts {
+		out = append(out, pt.info)
+	}
+	return out
+}

@@ -36,9 +36,9 @@ func (ix *index) find(h uint64, sd model.SeriesDay) *Series {
 	return nil
 }
 
-// put adds s, whose hash is h, and returns the state of the same series-day it replaced,
-// if any: the look-up costs little, as link reads the same slot for the
-// chain.
+// put adds s, whose hash is h, and returns the state of the same
+// series-day it replaced, if any: the look-up costs little, as link reads
+// the same slot for the chain.
 func (ix *index) put(s *Series, h uint64) (replaced *Series) {
 	if replaced = ix.find(h, s.sd); replaced != nil {
 		ix.remove(replaced)

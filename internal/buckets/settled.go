@@ -21,7 +21,7 @@ import (
 // one too few).
 //
 // It also knows, for a day it saw begin without a catalogue entry in the
-// store (Planner.SetDayEmpty), that every series-day of that day with an
+// store (Planner.SetDay), that every series-day of that day with an
 // entry is held by the planner or remembered here, so that a series-day
 // found in neither has none: its first write reads nothing. That holds
 // only while this planner is the store's one writer (no PerWriterSingle):
@@ -34,11 +34,11 @@ import (
 // chance is about n²/2¹²⁹ for n records. Only today and yesterday (of the
 // newest day seen) are kept.
 type settled struct {
-	seed  maphash.Seed // the second half of a fingerprint; the first is the index's
-	max   int          // records held at most
-	n     int
-	days  map[model.Day]*settledDay
-	newst model.Day
+	seed   maphash.Seed // the second half of a fingerprint; the first is the index's
+	max    int          // records held at most
+	n      int
+	days   map[model.Day]*settledDay
+	newest model.Day
 }
 
 type settledDay struct {
@@ -107,13 +107,13 @@ func (t *settled) day(d model.Day, create bool) *settledDay {
 	if sd := t.days[d]; sd != nil || !create {
 		return sd
 	}
-	if len(t.days) > 0 && d <= t.newst-settledDaysKept {
+	if len(t.days) > 0 && d <= t.newest-settledDaysKept {
 		return nil
 	}
 	sd := &settledDay{recs: make(map[fingerprint]settledRec)}
 	t.days[d] = sd
-	if len(t.days) == 1 || d > t.newst {
-		t.newst = d
+	if len(t.days) == 1 || d > t.newest {
+		t.newest = d
 		for old, od := range t.days {
 			if old <= d-settledDaysKept {
 				t.n -= len(od.recs)
@@ -136,6 +136,9 @@ func (t *settled) keep(h uint64, s *Series) {
 	fp := t.fingerprint(h, s.sd)
 	_, dup := d.recs[fp] // not expected: a record is taken when its state is restored or loaded
 	rec, ok := compact(s)
+	if ok && !dup && t.n >= t.max {
+		t.makeRoom(s.sd.Day)
+	}
 	if !ok || !dup && t.n >= t.max {
 		if dup {
 			delete(d.recs, fp)
@@ -148,6 +151,24 @@ func (t *settled) keep(h uint64, s *Series) {
 		t.n++
 	}
 	d.recs[fp] = rec
+}
+
+// makeRoom moves the records of the days before d, if any, into their
+// filters, so that a day's records do not hold the bound through the next
+// day: a fleet that filled it yesterday would otherwise have none today.
+// Those days stay complete; their series-days are read when written again.
+func (t *settled) makeRoom(d model.Day) {
+	for od, day := range t.days {
+		if od >= d || len(day.recs) == 0 {
+			continue
+		}
+		words := t.spillWords()
+		for fp := range day.recs {
+			day.spill(fp, words)
+		}
+		t.n -= len(day.recs)
+		day.recs = make(map[fingerprint]settledRec)
+	}
 }
 
 // spillWords is the size of a day's filter.

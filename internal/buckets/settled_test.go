@@ -316,3 +316,45 @@ func TestSettledLoadDropsRecord(t *testing.T) {
 		t.Errorf("remembered %d, want %d: a once, and the three others forgotten since", got, n+3)
 	}
 }
+
+// A fleet that filled the bound yesterday still gets records today:
+// yesterday's records go into yesterday's filter to make room, instead of
+// holding the bound until tomorrow prunes yesterday.
+func TestSettledTodayNotStarvedByYesterday(t *testing.T) {
+	const devices = 20
+	p := buckets.New(buckets.Config{MaxRows: 100, MaxBytes: 1 << 20, MaxSeriesDays: 2, MaxSettled: devices})
+	st := &catalogueStore{entries: map[model.PartitionKey]model.PartitionInfo{}}
+	day := model.Day(20_000)
+	fleet := func(d model.Day) []model.SeriesDay {
+		var out []model.SeriesDay
+		for i := range devices {
+			out = append(out, model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: fmt.Sprintf("dev-%d", i), Day: d})
+		}
+		return out
+	}
+	var reads int
+	for _, d := range []model.Day{day, day + 1} {
+		if p.DayUnknown(d) {
+			p.SetDay(d, dayEmpty(st, d))
+		}
+		for pass := range 3 {
+			before := st.reads
+			for _, sd := range fleet(d) {
+				writeRound(t, p, st, []model.SeriesDay{sd}, d.Start()+int64(pass)*1000)
+			}
+			reads = st.reads - before
+			t.Logf("day +%d, pass %d: %d catalogue reads, %d remembered", d-day, pass, reads, p.Settled())
+		}
+	}
+	// The last pass of the second day: all but the series-days the planner
+	// held when the pass began were restored.
+	if reads > 2 {
+		t.Errorf("the second day's third pass read %d of %d catalogues", reads, devices)
+	}
+	// Yesterday's series-days spilled: written again, they are read.
+	before := st.reads
+	writeRound(t, p, st, fleet(day)[5:6], day.Start()+9000)
+	if st.reads != before+1 {
+		t.Errorf("a series-day of yesterday, whose record made room: %d reads, want 1", st.reads-before)
+	}
+}

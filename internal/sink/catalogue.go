@@ -45,9 +45,8 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 		}
 		out[gi] = hs
 	}
-	s.m.settled.Set(float64(s.planner.Settled()))
 	if len(rs.missing) == 0 {
-		s.m.seriesDays.Set(float64(s.planner.Len()))
+		s.noteHeld()
 		return out, nil
 	}
 	hs, err := s.load(ctx, rs.missing, false)
@@ -154,7 +153,7 @@ func (s *Sink) load(ctx context.Context, missing []model.SeriesDay, onlyAhead bo
 		}
 		hs[i] = s.planner.Load(sd, loaded[i])
 	}
-	s.m.seriesDays.Set(float64(s.planner.Len()))
+	s.noteHeld()
 	if err := s.reconcile(ctx, hs, loaded); err != nil {
 		for i, sd := range missing {
 			if hs[i] != nil {
@@ -216,6 +215,13 @@ func (s *Sink) noteSplit(k model.PartitionKey) {
 			"partition", k.String(), "splits", n, "limit", buckets.MaxSplits)
 	}
 	s.m.splitsMax.Set(float64(top))
+}
+
+// noteHeld updates the gauges of the series-days the planner holds and
+// remembers.
+func (s *Sink) noteHeld() {
+	s.m.seriesDays.Set(float64(s.planner.Len()))
+	s.m.settled.Set(float64(s.planner.Settled()))
 }
 
 // catalogueEmpty reports whether the store holds no catalogue entry of day

@@ -114,6 +114,7 @@ func (s *Sink) takeFailed() {
 	s.mu.Unlock()
 	s.planner.Unsave(parts)
 	s.planner.Landed(landed)
+	s.noteHeld() // Landed may have forgotten some
 }
 
 // plan places the rows of a group of requests and submits one batch.

@@ -67,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		catalogueReads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_buckets_catalogue_reads_total",
-			Help: "Series-days whose partition catalogue the bucket planner read from the store (neither held nor remembered).",
+			Help: "Series-days whose partition catalogue was read from the store: for writes, when the bucket planner neither held nor remembered them, and for the partitions listing.",
 		}),
 		entries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_sink_catalogue_entries_total",
