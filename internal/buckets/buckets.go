@@ -362,7 +362,7 @@ func (p *Planner) SetDay(d model.Day, empty bool) {
 	if p.settled == nil {
 		return
 	}
-	if day := p.settled.day(d, true); day != nil && empty && len(day.recs) == 0 {
+	if day := p.settled.day(d, true); day != nil && empty && day.n == 0 && day.spilled == nil {
 		day.complete = true
 	}
 }

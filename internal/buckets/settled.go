@@ -37,13 +37,14 @@ type settled struct {
 	seed   maphash.Seed // the second half of a fingerprint; the first is the index's
 	max    int          // records held at most
 	n      int
+	recs   recTable // every day's records; allocated with the first
 	days   map[model.Day]*settledDay
 	newest model.Day
 }
 
 type settledDay struct {
 	complete bool
-	recs     map[fingerprint]settledRec
+	n        int // its records in recs
 	// spilled is a blocked Bloom filter (four bits of one word a
 	// series-day) of the series-days forgotten without a record; nil
 	// until the first.
@@ -83,11 +84,22 @@ func spillBits(fp fingerprint, n int) (int, uint64) {
 type fingerprint struct{ a, b uint64 }
 
 // settledRec is an exact single-partition entry: its rows and bytes, and
-// its time range as milliseconds from the day's start.
+// its time range as milliseconds from the day's start (under 2²⁷), the
+// top five bits of max holding the day's number modulo 32, which tells
+// apart the few days kept.
 type settledRec struct {
 	rows, bytes uint32
 	min, max    uint32
 }
+
+const (
+	recDayShift = 27
+	recOffMask  = 1<<recDayShift - 1
+)
+
+func recDay(d model.Day) uint32 { return uint32(d) & 31 << recDayShift }
+
+func (r settledRec) of(d model.Day) bool { return r.max&^recOffMask == recDay(d) }
 
 // settledDaysKept is how many days (back from the newest seen) keep their
 // records.
@@ -110,18 +122,37 @@ func (t *settled) day(d model.Day, create bool) *settledDay {
 	if len(t.days) > 0 && d <= t.newest-settledDaysKept {
 		return nil
 	}
-	sd := &settledDay{recs: make(map[fingerprint]settledRec)}
+	sd := &settledDay{}
 	t.days[d] = sd
 	if len(t.days) == 1 || d > t.newest {
 		t.newest = d
 		for old, od := range t.days {
 			if old <= d-settledDaysKept {
-				t.n -= len(od.recs)
+				t.clear(old, od, false)
 				delete(t.days, old)
 			}
 		}
 	}
 	return sd
+}
+
+// clear deletes day d's records, adding them to its filter if spill.
+func (t *settled) clear(d model.Day, day *settledDay, spill bool) {
+	if day.n == 0 {
+		return
+	}
+	words := t.spillWords()
+	t.recs.deleteIf(func(fp fingerprint, r settledRec) bool {
+		if !r.of(d) {
+			return false
+		}
+		if spill {
+			day.spill(fp, words)
+		}
+		return true
+	})
+	t.n -= day.n
+	day.n = 0
 }
 
 // keep records s, which the planner is forgetting.
@@ -134,23 +165,23 @@ func (t *settled) keep(h uint64, s *Series) {
 		return
 	}
 	fp := t.fingerprint(h, s.sd)
-	_, dup := d.recs[fp] // not expected: a record is taken when its state is restored or loaded
+	// Not expected: a record is taken when its state is restored or loaded.
+	t.drop(d, fp)
 	rec, ok := compact(s)
-	if ok && !dup && t.n >= t.max {
+	if ok && t.n >= t.max {
 		t.makeRoom(s.sd.Day)
 	}
-	if !ok || !dup && t.n >= t.max {
-		if dup {
-			delete(d.recs, fp)
-			t.n--
-		}
+	if !ok || t.n >= t.max {
 		d.spill(fp, t.spillWords())
 		return
 	}
-	if !dup {
-		t.n++
+	if t.recs.slots == nil {
+		t.recs = newRecTable(t.max)
 	}
-	d.recs[fp] = rec
+	rec.max |= recDay(s.sd.Day)
+	t.recs.put(fp, rec)
+	t.n++
+	d.n++
 }
 
 // makeRoom moves the records of the days before d, if any, into their
@@ -159,15 +190,9 @@ func (t *settled) keep(h uint64, s *Series) {
 // Those days stay complete; their series-days are read when written again.
 func (t *settled) makeRoom(d model.Day) {
 	for od, day := range t.days {
-		if od >= d || len(day.recs) == 0 {
-			continue
+		if od < d {
+			t.clear(od, day, true)
 		}
-		words := t.spillWords()
-		for fp := range day.recs {
-			day.spill(fp, words)
-		}
-		t.n -= len(day.recs)
-		day.recs = make(map[fingerprint]settledRec)
 	}
 }
 
@@ -184,7 +209,7 @@ func compact(s *Series) (settledRec, bool) {
 	start := pi.Key.Day.Start()
 	if pi.Key.Sub != 0 || pi.State != StateSingle || pi.Closed || pi.Ahead || pi.Rows < 1 ||
 		pi.Rows > math.MaxUint32 || pi.Bytes < 0 || pi.Bytes > math.MaxUint32 ||
-		pi.MinTS < start || pi.MaxTS < pi.MinTS || pi.MaxTS-start > math.MaxUint32 {
+		pi.MinTS < start || pi.MaxTS < pi.MinTS || pi.MaxTS-start > recOffMask {
 		return settledRec{}, false
 	}
 	return settledRec{rows: uint32(pi.Rows), bytes: uint32(pi.Bytes), min: uint32(pi.MinTS - start), max: uint32(pi.MaxTS - start)}, true
@@ -199,17 +224,19 @@ func (t *settled) take(h uint64, sd model.SeriesDay) (parts []model.PartitionInf
 		return nil, true
 	}
 	fp := t.fingerprint(h, sd)
-	rec, ok := d.recs[fp]
-	if !ok {
+	i := t.recs.find(fp)
+	if i < 0 {
 		return nil, !d.complete || d.maySpilled(fp)
 	}
-	delete(d.recs, fp)
+	rec := t.recs.slots[i].rec
+	t.recs.deleteAt(i)
 	t.n--
+	d.n--
 	start := sd.Day.Start()
 	return []model.PartitionInfo{{
 		Key: sd.Partition(0), State: StateSingle,
 		Rows: int64(rec.rows), Bytes: int64(rec.bytes),
-		MinTS: start + int64(rec.min), MaxTS: start + int64(rec.max),
+		MinTS: start + int64(rec.min), MaxTS: start + int64(rec.max&recOffMask),
 	}}, false
 }
 
@@ -217,7 +244,8 @@ func (t *settled) take(h uint64, sd model.SeriesDay) (parts []model.PartitionInf
 // without keeping it: its catalogue is read next time.
 func (t *settled) unloaded(h uint64, sd model.SeriesDay) {
 	if d := t.days[sd.Day]; d != nil {
-		fp := t.drop(d, h, sd)
+		fp := t.fingerprint(h, sd)
+		t.drop(d, fp)
 		d.spill(fp, t.spillWords())
 	}
 }
@@ -226,16 +254,15 @@ func (t *settled) unloaded(h uint64, sd model.SeriesDay) {
 // record of it, if any (not expected), no longer speaks for it.
 func (t *settled) loaded(h uint64, sd model.SeriesDay) {
 	if d := t.days[sd.Day]; d != nil {
-		t.drop(d, h, sd)
+		t.drop(d, t.fingerprint(h, sd))
 	}
 }
 
-// drop forgets the record of sd in d, if any, and returns its fingerprint.
-func (t *settled) drop(d *settledDay, h uint64, sd model.SeriesDay) fingerprint {
-	fp := t.fingerprint(h, sd)
-	if _, ok := d.recs[fp]; ok {
-		delete(d.recs, fp)
+// drop forgets the record of fp, of day d, if any.
+func (t *settled) drop(d *settledDay, fp fingerprint) {
+	if i := t.recs.find(fp); i >= 0 {
+		t.recs.deleteAt(i)
 		t.n--
+		d.n--
 	}
-	return fp
 }

@@ -61,10 +61,10 @@ const (
 	PendingBytes = 200
 	// SettledBytes is what the planner holds at most per series-day it
 	// forgot and remembers compactly (buckets.max_settled_series_days):
-	// a 32-byte map slot (fingerprint and record), 52–68 B with the map's
-	// slack and 84 B just after it doubled (measured from 100,000 to
-	// 1,278,264 records), and a byte of each of two days' spill filters.
-	SettledBytes = 86
+	// a 32-byte slot of a table at most 70% full, sized for the bound
+	// (46 B; a Go map took 52–84 B a record), and a byte of each of two
+	// days' spill filters.
+	SettledBytes = 48
 
 	runtimeBytes     = 32 << 20
 	smallCacheBytes  = 8 << 20 // Pebble's default block cache
