@@ -45,6 +45,10 @@ func (p *Planner) TakeDirty() []model.PartitionInfo {
 // Entries already queued for it are still handed out by TakeEntries.
 func (p *Planner) Forget(sd model.SeriesDay) { p.Unload(sd) }
 
+// SettledSweeps returns how often the remembered records were swept to
+// clear a day's.
+func (p *Planner) SettledSweeps() int { return p.settled.sweeps }
+
 // Infos returns what the planner holds of each partition of s.
 func (s *Series) Infos() []model.PartitionInfo {
 	var out []model.PartitionInfo // nil when none, as a catalogue read

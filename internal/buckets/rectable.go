@@ -1,6 +1,10 @@
 package buckets
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/sluicehq/sluice/internal/model"
+)
 
 // recTable holds the remembered series-days' records by fingerprint: open
 // addressing with linear probing in one array of 32-byte slots, sized once
@@ -8,9 +12,9 @@ import "math/bits"
 // deletion by shifting the run after the slot back, so that it never
 // fills with tombstones. A Go map of the same records took 52–84 bytes a
 // record, 84 just after it doubled (which a bound near a million records
-// is); this takes 32/0.7 ≈ 46 at the bound and never moves. The array
-// holds no pointers, so the collector does not scan it, and pages of it
-// no record was written to are not resident.
+// is); this takes 32/0.7 ≈ 46 at the bound, all of it from the first
+// record on, and never moves. The array holds no pointers, so the
+// collector does not scan it.
 type recTable struct {
 	slots []recSlot // empty: rec.rows == 0 (a record holds at least a row)
 }
@@ -30,10 +34,13 @@ func newRecTable(max int) recTable {
 	return recTable{slots: make([]recSlot, max*10/recTableLoad+1)}
 }
 
-// home returns the slot where fp's run starts (Lemire's multiply-shift:
-// fp.a is uniform, and the table's size need not be a power of two).
+// home returns the slot where fp's run starts: Lemire's multiply-shift,
+// so that the table's size need not be a power of two, of fp.a mixed
+// first (a series-day's hash adds its day and kind to its name's, so a
+// device's records of today and yesterday would share their top bits,
+// and their runs).
 func (t *recTable) home(fp fingerprint) int {
-	hi, _ := bits.Mul64(fp.a, uint64(len(t.slots)))
+	hi, _ := bits.Mul64(fp.a*0x9e3779b97f4a7c15, uint64(len(t.slots)))
 	return int(hi)
 }
 
@@ -44,24 +51,27 @@ func (t *recTable) next(i int) int {
 	return i
 }
 
-// find returns the slot of fp, or -1.
-func (t *recTable) find(fp fingerprint) int {
+// find returns the slot of fp's record of day d, or -1. (A fingerprint
+// covers the day already; the day is checked too, so that not even a
+// collision could make one day's count another's.)
+func (t *recTable) find(fp fingerprint, d model.Day) int {
 	if len(t.slots) == 0 {
 		return -1
 	}
 	for i := t.home(fp); t.slots[i].rec.rows != 0; i = t.next(i) {
-		if t.slots[i].fp == fp {
+		if t.slots[i].fp == fp && t.slots[i].rec.of(d) {
 			return i
 		}
 	}
 	return -1
 }
 
-// put stores rec (rows > 0) under fp, replacing a record of fp. The caller
-// keeps the records fewer than the slots.
+// put stores rec (rows > 0, tagged with its day) under fp, in an empty
+// slot: the caller dropped any record of fp and day first, and keeps the
+// records fewer than the slots.
 func (t *recTable) put(fp fingerprint, rec settledRec) {
 	i := t.home(fp)
-	for t.slots[i].rec.rows != 0 && t.slots[i].fp != fp {
+	for t.slots[i].rec.rows != 0 {
 		i = t.next(i)
 	}
 	t.slots[i] = recSlot{fp: fp, rec: rec}

@@ -40,11 +40,16 @@ type settled struct {
 	recs   recTable // every day's records; allocated with the first
 	days   map[model.Day]*settledDay
 	newest model.Day
+	sweeps int // of recs by clear, for tests
 }
 
 type settledDay struct {
 	complete bool
-	n        int // its records in recs
+	// cleared says makeRoom moved the day's records into its filter:
+	// what it forgets later goes there too, or each late row of it would
+	// take a slot back and have the next of today sweep the table again.
+	cleared bool
+	n       int // its records in recs
 	// spilled is a blocked Bloom filter (four bits of one word a
 	// series-day) of the series-days forgotten without a record; nil
 	// until the first.
@@ -142,6 +147,7 @@ func (t *settled) clear(d model.Day, day *settledDay, spill bool) {
 		return
 	}
 	words := t.spillWords()
+	t.sweeps++
 	t.recs.deleteIf(func(fp fingerprint, r settledRec) bool {
 		if !r.of(d) {
 			return false
@@ -166,12 +172,12 @@ func (t *settled) keep(h uint64, s *Series) {
 	}
 	fp := t.fingerprint(h, s.sd)
 	// Not expected: a record is taken when its state is restored or loaded.
-	t.drop(d, fp)
+	t.drop(s.sd.Day, d, fp)
 	rec, ok := compact(s)
 	if ok && t.n >= t.max {
 		t.makeRoom(s.sd.Day)
 	}
-	if !ok || t.n >= t.max {
+	if !ok || d.cleared || t.n >= t.max {
 		d.spill(fp, t.spillWords())
 		return
 	}
@@ -192,6 +198,7 @@ func (t *settled) makeRoom(d model.Day) {
 	for od, day := range t.days {
 		if od < d {
 			t.clear(od, day, true)
+			day.cleared = true
 		}
 	}
 }
@@ -224,7 +231,7 @@ func (t *settled) take(h uint64, sd model.SeriesDay) (parts []model.PartitionInf
 		return nil, true
 	}
 	fp := t.fingerprint(h, sd)
-	i := t.recs.find(fp)
+	i := t.recs.find(fp, sd.Day)
 	if i < 0 {
 		return nil, !d.complete || d.maySpilled(fp)
 	}
@@ -245,7 +252,7 @@ func (t *settled) take(h uint64, sd model.SeriesDay) (parts []model.PartitionInf
 func (t *settled) unloaded(h uint64, sd model.SeriesDay) {
 	if d := t.days[sd.Day]; d != nil {
 		fp := t.fingerprint(h, sd)
-		t.drop(d, fp)
+		t.drop(sd.Day, d, fp)
 		d.spill(fp, t.spillWords())
 	}
 }
@@ -254,13 +261,13 @@ func (t *settled) unloaded(h uint64, sd model.SeriesDay) {
 // record of it, if any (not expected), no longer speaks for it.
 func (t *settled) loaded(h uint64, sd model.SeriesDay) {
 	if d := t.days[sd.Day]; d != nil {
-		t.drop(d, t.fingerprint(h, sd))
+		t.drop(sd.Day, d, t.fingerprint(h, sd))
 	}
 }
 
-// drop forgets the record of fp, of day d, if any.
-func (t *settled) drop(d *settledDay, fp fingerprint) {
-	if i := t.recs.find(fp); i >= 0 {
+// drop forgets the record of fp, of day dd (whose state is d), if any.
+func (t *settled) drop(dd model.Day, d *settledDay, fp fingerprint) {
+	if i := t.recs.find(fp, dd); i >= 0 {
 		t.recs.deleteAt(i)
 		t.n--
 		d.n--

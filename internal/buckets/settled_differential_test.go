@@ -17,30 +17,12 @@ import (
 // entries of the batches that landed, the greatest version winning, as
 // the embedded store's merge does.
 type versionedStore struct {
-	entries map[model.PartitionKey]model.PartitionInfo
-	ver     map[model.PartitionKey]int
-	reads   int
+	catalogueStore
+	ver map[model.PartitionKey]int
 }
 
-func (c *versionedStore) catalogue(sd model.SeriesDay) []model.PartitionInfo {
-	c.reads++
-	var out []model.PartitionInfo
-	for k, pi := range c.entries {
-		if k.SeriesDay() == sd {
-			out = append(out, pi)
-		}
-	}
-	slices.SortFunc(out, func(a, b model.PartitionInfo) int { return int(a.Key.Sub) - int(b.Key.Sub) })
-	return out
-}
-
-func (c *versionedStore) empty(d model.Day) bool {
-	for k := range c.entries {
-		if k.Day == d {
-			return false
-		}
-	}
-	return true
+func newVersionedStore() *versionedStore {
+	return &versionedStore{catalogueStore{entries: map[model.PartitionKey]model.PartitionInfo{}}, map[model.PartitionKey]int{}}
 }
 
 // inFlight is a batch of entries handed out and not yet landed.
@@ -107,8 +89,8 @@ func settledDifferential(t *testing.T, seed uint64) (reads [2]int) {
 	wc := cfg
 	wc.MaxSettled = 1 + rng.IntN(20)
 	ws := []*gateway{
-		{p: buckets.New(wc), st: &versionedStore{entries: map[model.PartitionKey]model.PartitionInfo{}, ver: map[model.PartitionKey]int{}}},
-		{p: buckets.New(cfg), st: &versionedStore{entries: map[model.PartitionKey]model.PartitionInfo{}, ver: map[model.PartitionKey]int{}}},
+		{p: buckets.New(wc), st: newVersionedStore()},
+		{p: buckets.New(cfg), st: newVersionedStore()},
 	}
 	ver := 0
 	day := model.Day(20_000)
@@ -154,7 +136,7 @@ func settledDifferential(t *testing.T, seed uint64) (reads [2]int) {
 			for wi, w := range ws {
 				for i, sd := range sds {
 					if w.p.DayUnknown(sd.Day) {
-						w.p.SetDay(sd.Day, w.st.empty(sd.Day))
+						w.p.SetDay(sd.Day, dayEmpty(&w.st.catalogueStore, sd.Day))
 					}
 					held := w.p.Lookup(sd) != nil
 					s, read := w.p.Resolve(sd)

@@ -358,3 +358,36 @@ func TestSettledTodayNotStarvedByYesterday(t *testing.T) {
 		t.Errorf("a series-day of yesterday, whose record made room: %d reads, want 1", st.reads-before)
 	}
 }
+
+// Late rows of yesterday, after yesterday's records made room for
+// today's, do not take slots back: each would have the next record of
+// today sweep the whole table again.
+func TestSettledLateRowsSweepOnce(t *testing.T) {
+	const devices = 20
+	p := buckets.New(buckets.Config{MaxRows: 100, MaxBytes: 1 << 20, MaxSeriesDays: 2, MaxSettled: devices})
+	st := &catalogueStore{entries: map[model.PartitionKey]model.PartitionInfo{}}
+	day := model.Day(20_000)
+	sd := func(i int, d model.Day) model.SeriesDay {
+		return model.SeriesDay{Kind: model.KindReadings, Tenant: "t", Series: fmt.Sprintf("dev-%d", i), Day: d}
+	}
+	for _, d := range []model.Day{day, day + 1} {
+		p.SetDay(d, dayEmpty(st, d))
+		for pass := range 2 {
+			for i := range devices {
+				writeRound(t, p, st, []model.SeriesDay{sd(i, d)}, d.Start()+int64(pass)*1000)
+			}
+		}
+	}
+	before := p.SettledSweeps()
+	for i := range 10 {
+		// A late row of yesterday between rows of today, which restore
+		// records and forget others.
+		writeRound(t, p, st, []model.SeriesDay{sd(i, day)}, day.Start()+5000)
+		for j := range 3 {
+			writeRound(t, p, st, []model.SeriesDay{sd((i+j)%devices, day+1)}, (day + 1).Start()+5000)
+		}
+	}
+	if n := p.SettledSweeps() - before; n > 1 {
+		t.Errorf("%d sweeps of the remembered records for 10 late rows of yesterday, want at most 1", n)
+	}
+}
