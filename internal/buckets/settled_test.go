@@ -384,7 +384,7 @@ func TestSettledLateRowsSweepOnce(t *testing.T) {
 		// records and forget others.
 		writeRound(t, p, st, []model.SeriesDay{sd(i, day)}, day.Start()+5000)
 		for j := range 3 {
-			writeRound(t, p, st, []model.SeriesDay{sd((i+j)%devices, day+1)}, (day + 1).Start()+5000)
+			writeRound(t, p, st, []model.SeriesDay{sd((i+j)%devices, day+1)}, (day+1).Start()+5000)
 		}
 	}
 	if n := p.SettledSweeps() - before; n > 1 {
