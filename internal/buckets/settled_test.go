@@ -151,108 +151,77 @@ func TestSettledResolve(t *testing.T) {
 			writeRound(t, p, st, []model.SeriesDay{sd(fmt.Sprintf("other-%d", i), day)}, day.Start()+2000)
 		}
 	}
-	newPlanner := func(settled int, perWriter bool) (*buckets.Planner, *catalogueStore) {
-		p := buckets.New(buckets.Config{MaxRows: 4, MaxBytes: 1000, MaxSeriesDays: 1, MaxSettled: settled, PerWriterSingle: perWriter})
-		if p.DayUnknown(day) {
-			p.SetDay(day, true)
-		}
-		return p, &catalogueStore{entries: map[model.PartitionKey]model.PartitionInfo{}}
-	}
+	// Each case forgets the devices of forgotten after rows rows each (on
+	// a planner holding one series-day, remembering bound, on a day that
+	// began empty), then does then, if set, and resolves resolve.
+	a, b := sd("a", day), sd("b", day)
 	cases := []struct {
-		name     string
-		run      func(t *testing.T) (p *buckets.Planner, st *catalogueStore, resolve model.SeriesDay)
-		wantRead bool
-	}{{
-		name: "forgotten with one exact partition: restored",
-		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
-			p, st := newPlanner(100, false)
-			forget(t, p, st, 2, sd("a", day))
-			return p, st, sd("a", day)
+		name      string
+		bound     int
+		perWriter bool
+		rows      int
+		forgotten []model.SeriesDay
+		then      func(t *testing.T, p *buckets.Planner)
+		resolve   model.SeriesDay
+		wantRead  bool
+	}{
+		{name: "forgotten with one exact partition: restored", bound: 100, rows: 2, forgotten: []model.SeriesDay{a}, resolve: a},
+		{name: "forgotten split: the catalogue is read", bound: 100, rows: 6, forgotten: []model.SeriesDay{a}, resolve: a, wantRead: true},
+		{name: "never written on a day that began empty: nothing to read", bound: 100, rows: 1, forgotten: []model.SeriesDay{a}, resolve: sd("new", day)},
+		{
+			name: "day not known empty: the catalogue is read", bound: 100,
+			then:    func(_ *testing.T, p *buckets.Planner) { p.SetDay(day+1, false) },
+			resolve: sd("new", day+1), wantRead: true,
 		},
-	}, {
-		name: "forgotten split: the catalogue is read",
-		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
-			p, st := newPlanner(100, false)
-			forget(t, p, st, 6, sd("a", day))
-			return p, st, sd("a", day)
+		{
+			name: "bound reached: what did not fit is read", bound: 1, rows: 1, forgotten: []model.SeriesDay{a, b},
+			then: func(t *testing.T, p *buckets.Planner) {
+				if n := p.Settled(); n != 1 {
+					t.Errorf("%d series-days remembered, bound 1", n)
+				}
+			},
+			resolve: b, wantRead: true,
 		},
-		wantRead: true,
-	}, {
-		name: "never written on a day that began empty: nothing to read",
-		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
-			p, st := newPlanner(100, false)
-			forget(t, p, st, 1, sd("a", day))
-			return p, st, sd("new", day)
+		{name: "bound reached: the day is still complete", bound: 1, rows: 1, forgotten: []model.SeriesDay{a, b}, resolve: sd("new", day)},
+		{
+			name: "unloaded: the catalogue is read", bound: 100, rows: 1, forgotten: []model.SeriesDay{a},
+			then: func(_ *testing.T, p *buckets.Planner) {
+				p.Load(sd("x", day), nil)
+				p.Unload(sd("x", day))
+			},
+			resolve: sd("x", day), wantRead: true,
 		},
-	}, {
-		name: "day not known empty: the catalogue is read",
-		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
-			p, st := newPlanner(100, false)
-			p.SetDay(day+1, false)
-			return p, st, sd("new", day+1)
+		{
+			name: "restored, then unloaded: the catalogue is read", bound: 100, rows: 1, forgotten: []model.SeriesDay{a},
+			then: func(t *testing.T, p *buckets.Planner) {
+				if _, read := p.Resolve(a); read {
+					t.Fatal("not restored")
+				}
+				p.Unload(a)
+			},
+			resolve: a, wantRead: true,
 		},
-		wantRead: true,
-	}, {
-		name: "bound reached: what did not fit is read",
-		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
-			p, st := newPlanner(1, false)
-			forget(t, p, st, 1, sd("a", day), sd("b", day))
-			if n := p.Settled(); n != 1 {
-				t.Errorf("%d series-days remembered, bound 1", n)
-			}
-			return p, st, sd("b", day)
+		{name: "several writers: nothing remembered", bound: 100, perWriter: true, rows: 2, forgotten: []model.SeriesDay{a}, resolve: a, wantRead: true},
+		{
+			name: "older than yesterday: forgotten for good", bound: 100, rows: 2, forgotten: []model.SeriesDay{a},
+			then:    func(_ *testing.T, p *buckets.Planner) { p.SetDay(day+2, true) },
+			resolve: a, wantRead: true,
 		},
-		wantRead: true,
-	}, {
-		name: "bound reached: the day is still complete",
-		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
-			p, st := newPlanner(1, false)
-			forget(t, p, st, 1, sd("a", day), sd("b", day))
-			return p, st, sd("new", day)
-		},
-	}, {
-		name: "unloaded: the catalogue is read",
-		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
-			p, st := newPlanner(100, false)
-			forget(t, p, st, 1, sd("a", day))
-			p.Load(sd("x", day), nil)
-			p.Unload(sd("x", day))
-			return p, st, sd("x", day)
-		},
-		wantRead: true,
-	}, {
-		name: "restored, then unloaded: the catalogue is read",
-		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
-			p, st := newPlanner(100, false)
-			forget(t, p, st, 1, sd("a", day))
-			if _, read := p.Resolve(sd("a", day)); read {
-				t.Fatal("not restored")
-			}
-			p.Unload(sd("a", day))
-			return p, st, sd("a", day)
-		},
-		wantRead: true,
-	}, {
-		name: "several writers: nothing remembered",
-		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
-			p, st := newPlanner(100, true)
-			forget(t, p, st, 2, sd("a", day))
-			return p, st, sd("a", day)
-		},
-		wantRead: true,
-	}, {
-		name: "older than yesterday: forgotten for good",
-		run: func(t *testing.T) (*buckets.Planner, *catalogueStore, model.SeriesDay) {
-			p, st := newPlanner(100, false)
-			forget(t, p, st, 2, sd("a", day))
-			p.SetDay(day+2, true)
-			return p, st, sd("a", day)
-		},
-		wantRead: true,
-	}}
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p, st, resolve := tc.run(t)
+			p := buckets.New(buckets.Config{MaxRows: 4, MaxBytes: 1000, MaxSeriesDays: 1, MaxSettled: tc.bound, PerWriterSingle: tc.perWriter})
+			if p.DayUnknown(day) {
+				p.SetDay(day, true)
+			}
+			st := &catalogueStore{entries: map[model.PartitionKey]model.PartitionInfo{}}
+			if len(tc.forgotten) > 0 {
+				forget(t, p, st, tc.rows, tc.forgotten...)
+			}
+			if tc.then != nil {
+				tc.then(t, p)
+			}
+			resolve := tc.resolve
 			if p.Lookup(resolve) != nil {
 				t.Fatalf("%v is held: the case does not test what it says", resolve)
 			}
