@@ -1,10 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"net/http"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -74,21 +73,22 @@ func (g *gateway) kill() {
 	<-g.exited
 }
 
-// metric returns the value of an unlabelled counter or gauge of /metrics.
-func (g *gateway) metric(name string) float64 {
+// metric returns the value of one counter or gauge sample of /metrics,
+// given as exposed: its name, and its labels if any (`name{k="v",…}`).
+func (g *gateway) metric(sample string) float64 {
 	g.t.Helper()
-	v, found := 0.0, false
-	g.eachSample(func(line string) bool {
-		rest, ok := strings.CutPrefix(line, name+" ")
-		if ok {
-			v, found = g.parseSample(name, rest), true
-		}
-		return !ok
-	})
-	if !found {
-		g.t.Fatalf("metric %s not exposed", name)
+	name, labels, _ := strings.Cut(sample, "{")
+	want := map[string]string{}
+	for _, lp := range labelPair.FindAllStringSubmatch(labels, -1) {
+		want[lp[1]] = lp[2]
 	}
-	return v
+	for _, s := range g.scrape() {
+		if s.name == name && maps.Equal(s.labels, want) {
+			return s.value
+		}
+	}
+	g.t.Fatalf("metric %s not exposed", sample)
+	return 0
 }
 
 // metricSum returns the sum of every sample of the metric family name
@@ -96,36 +96,12 @@ func (g *gateway) metric(name string) float64 {
 func (g *gateway) metricSum(name string) float64 {
 	g.t.Helper()
 	var sum float64
-	g.eachSample(func(line string) bool {
-		rest, ok := strings.CutPrefix(line, name)
-		if ok && rest != "" && (rest[0] == ' ' || rest[0] == '{') {
-			sum += g.parseSample(name, rest[strings.LastIndexByte(rest, ' ')+1:])
+	for _, s := range g.scrape() {
+		if s.name == name {
+			sum += s.value
 		}
-		return true
-	})
+	}
 	return sum
-}
-
-// eachSample calls fn with each line of /metrics until it returns false.
-func (g *gateway) eachSample(fn func(line string) bool) {
-	g.t.Helper()
-	resp, err := http.Get(g.url + "/metrics")
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() && fn(sc.Text()) {
-	}
-}
-
-func (g *gateway) parseSample(name, v string) float64 {
-	g.t.Helper()
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil {
-		g.t.Fatalf("metric %s: %v", name, err)
-	}
-	return f
 }
 
 // device connects to the embedded broker as the device account.

@@ -3,9 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,21 +120,5 @@ func TestPartitionRanking(t *testing.T) {
 // histogramCount returns the sum of name_count over its label sets.
 func (g *gateway) histogramCount(name string) int {
 	g.t.Helper()
-	resp, err := http.Get(g.url + "/metrics")
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	n := 0
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, name+"_count"); ok {
-			f, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
-			if err != nil {
-				g.t.Fatalf("metric line %q: %v", line, err)
-			}
-			n += int(f)
-		}
-	}
-	return n
+	return int(g.metricSum(name + "_count"))
 }

@@ -345,13 +345,7 @@ func (p *Planner) Resolve(sd model.SeriesDay) (s *Series, read bool) {
 // (a Load before that is harmless only if the store has entries of d, as
 // when the sink loads series-days with entries left ahead).
 func (p *Planner) DayUnknown(d model.Day) bool {
-	if p.settled == nil {
-		return false
-	}
-	if _, ok := p.settled.days[d]; ok {
-		return false
-	}
-	return len(p.settled.days) == 0 || d > p.settled.newest-settledDaysKept
+	return p.settled != nil && p.settled.unknown(d)
 }
 
 // SetDay tells the planner whether day d, which DayUnknown reported, had no
@@ -445,7 +439,8 @@ func (p *Planner) load(h uint64, sd model.SeriesDay, parts []model.PartitionInfo
 // sink unloads the series-days it could not reconcile, to load them again
 // on their next write).
 func (p *Planner) Unload(sd model.SeriesDay) {
-	if s := p.days.get(sd); s != nil {
+	h := p.days.hash(sd)
+	if s := p.days.find(h, sd); s != nil {
 		for _, pt := range s.parts {
 			delete(p.ahead, pt)
 		}
@@ -453,7 +448,7 @@ func (p *Planner) Unload(sd model.SeriesDay) {
 		s.held = false
 	}
 	if p.settled != nil {
-		p.settled.unloaded(p.days.hash(sd), sd)
+		p.settled.unloaded(h, sd)
 	}
 }
 

@@ -67,8 +67,8 @@ func (t *recTable) find(fp fingerprint, d model.Day) int {
 }
 
 // put stores rec (rows > 0, tagged with its day) under fp, in an empty
-// slot: the caller dropped any record of fp and day first, and keeps the
-// records fewer than the slots.
+// slot: the caller holds no record of fp and day already (settled.keep),
+// and keeps the records fewer than the slots.
 func (t *recTable) put(fp fingerprint, rec settledRec) {
 	i := t.home(fp)
 	for t.slots[i].rec.rows != 0 {

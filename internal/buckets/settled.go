@@ -118,13 +118,25 @@ func (t *settled) fingerprint(h uint64, sd model.SeriesDay) fingerprint {
 	return fingerprint{h, sd.Hash(t.seed)}
 }
 
+// tooOld reports whether day d is older than the days kept.
+func (t *settled) tooOld(d model.Day) bool {
+	return len(t.days) > 0 && d <= t.newest-settledDaysKept
+}
+
+// unknown reports whether day d was never seen and is recent enough to
+// be kept.
+func (t *settled) unknown(d model.Day) bool {
+	_, seen := t.days[d]
+	return !seen && !t.tooOld(d)
+}
+
 // day returns the state of day d, creating it (not complete) if create.
 // A day older than those kept is never created.
 func (t *settled) day(d model.Day, create bool) *settledDay {
 	if sd := t.days[d]; sd != nil || !create {
 		return sd
 	}
-	if len(t.days) > 0 && d <= t.newest-settledDaysKept {
+	if t.tooOld(d) {
 		return nil
 	}
 	sd := &settledDay{}
@@ -157,8 +169,13 @@ func (t *settled) clear(d model.Day, day *settledDay, spill bool) {
 		}
 		return true
 	})
-	t.n -= day.n
-	day.n = 0
+	t.count(day, -day.n)
+}
+
+// count adds delta to the records counted for day and in all.
+func (t *settled) count(day *settledDay, delta int) {
+	t.n += delta
+	day.n += delta
 }
 
 // keep records s, which the planner is forgetting.
@@ -170,9 +187,9 @@ func (t *settled) keep(h uint64, s *Series) {
 	if d == nil {
 		return
 	}
+	// A series-day held has no record (take and loaded drop it), so this
+	// adds one.
 	fp := t.fingerprint(h, s.sd)
-	// Not expected: a record is taken when its state is restored or loaded.
-	t.drop(s.sd.Day, d, fp)
 	rec, ok := compact(s)
 	if ok && t.n >= t.max {
 		t.makeRoom(s.sd.Day)
@@ -186,8 +203,7 @@ func (t *settled) keep(h uint64, s *Series) {
 	}
 	rec.max |= recDay(s.sd.Day)
 	t.recs.put(fp, rec)
-	t.n++
-	d.n++
+	t.count(d, 1)
 }
 
 // makeRoom moves the records of the days before d, if any, into their
@@ -236,9 +252,7 @@ func (t *settled) take(h uint64, sd model.SeriesDay) (parts []model.PartitionInf
 		return nil, !d.complete || d.maySpilled(fp)
 	}
 	rec := t.recs.slots[i].rec
-	t.recs.deleteAt(i)
-	t.n--
-	d.n--
+	t.remove(d, i)
 	start := sd.Day.Start()
 	return []model.PartitionInfo{{
 		Key: sd.Partition(0), State: StateSingle,
@@ -268,8 +282,12 @@ func (t *settled) loaded(h uint64, sd model.SeriesDay) {
 // drop forgets the record of fp, of day dd (whose state is d), if any.
 func (t *settled) drop(dd model.Day, d *settledDay, fp fingerprint) {
 	if i := t.recs.find(fp, dd); i >= 0 {
-		t.recs.deleteAt(i)
-		t.n--
-		d.n--
+		t.remove(d, i)
 	}
+}
+
+// remove deletes the record in slot i, of day d.
+func (t *settled) remove(d *settledDay, i int) {
+	t.recs.deleteAt(i)
+	t.count(d, -1)
 }

@@ -19,11 +19,15 @@ func (s *Sink) resolve(ctx context.Context, group []*pending) ([][]*buckets.Seri
 	rs := &s.resolving
 	defer rs.reset()
 	need := func(sd model.SeriesDay, slot **buckets.Series) {
-		if s.planner.DayUnknown(sd.Day) {
-			s.planner.SetDay(sd.Day, s.catalogueEmpty(ctx, sd.Day))
-		}
 		var read bool
-		if *slot, read = s.planner.Resolve(sd); read {
+		*slot, read = s.planner.Resolve(sd)
+		// A day the planner has not seen yet (Resolve then says read) is
+		// looked up in the store once, before anything of it is placed.
+		if read && s.planner.DayUnknown(sd.Day) {
+			s.planner.SetDay(sd.Day, s.catalogueEmpty(ctx, sd.Day))
+			*slot, read = s.planner.Resolve(sd)
+		}
+		if read {
 			rs.add(sd, slot)
 		}
 	}

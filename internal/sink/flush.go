@@ -66,15 +66,11 @@ func (s *Sink) flusher() {
 		s.group.arrived(time.Now(), len(group))
 		if want := s.group.expected(); open && rows < s.cfg.BatchRows && len(group) < want && s.group.wait() && s.committing() {
 			s.m.commitDelays.Inc()
-			n := len(group)
 			group, rows, open = s.gather(group, rows, timer, s.cfg.CommitDelay, s.cfg.CommitDelay/4, want)
-			s.group.arrived(time.Now(), len(group)-n)
 		}
 		// ...and up to Linger for more in any case.
 		if open && rows < s.cfg.BatchRows && s.cfg.Linger > 0 {
-			n := len(group)
 			group, _, open = s.gather(group, rows, timer, s.cfg.Linger, 0, math.MaxInt)
-			s.group.arrived(time.Now(), len(group)-n)
 		}
 		s.plan(group)
 		if s.planner.Over() && time.Since(s.settledEarly) >= s.settleEvery/earlySettles {
@@ -395,7 +391,10 @@ func (s *Sink) committing() bool {
 // gather adds the requests that arrive within d to the group, until it
 // holds Config.BatchRows rows or want requests, or, when gap is not zero,
 // until no request came for gap; open is false once the input is closed.
+// It notes the requests it took in the group commit's arrival rate.
 func (s *Sink) gather(group []*pending, rows int, timer *time.Timer, d, gap time.Duration, want int) (_ []*pending, _ int, open bool) {
+	n := len(group)
+	defer func() { s.group.arrived(time.Now(), len(group)-n) }()
 	deadline := time.Now().Add(d)
 	next := d
 	if gap > 0 {
