@@ -25,6 +25,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -46,14 +48,25 @@ type Store struct {
 	prefix []byte // every key of the store starts with it; empty when it owns db
 	own    bool   // Close closes db
 
+	// seq numbers the keys of packed marks. It starts from the clock, so
+	// that no key of a run can be one of an earlier run's, whatever
+	// generations the feed reuses.
+	seq atomic.Uint64
+
 	mu     sync.Mutex
 	forgot uint64 // Forget deleted every generation below it (in this run)
+}
+
+func newStore(db *pebble.DB, prefix []byte, own bool) *Store {
+	s := &Store{db: db, prefix: prefix, own: own}
+	s.seq.Store(uint64(time.Now().UnixNano()))
+	return s
 }
 
 // In returns the marks kept in db under prefix, a key range the database's
 // other users leave alone; db stays its owner's (Close leaves it open).
 func In(db *pebble.DB, prefix []byte) *Store {
-	return &Store{db: db, prefix: slices.Clone(prefix)}
+	return newStore(db, slices.Clone(prefix), false)
 }
 
 // Options tune the marks database.
@@ -83,7 +96,7 @@ func OpenWith(dir string, opts Options, logger *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open rollup marks %q: %w", dir, err)
 	}
-	return &Store{db: db, own: true}, nil
+	return newStore(db, nil, true), nil
 }
 
 // Close closes the database (not one shared through In); the marks stay
@@ -98,18 +111,17 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Key: gen (8 bytes, big-endian) | uvarint len tenant | tenant | uvarint len
-// device | device | minute (8 bytes, big-endian, sign bit flipped). The value
-// is empty.
-func appendKey(b []byte, gen uint64, m Minute) []byte {
-	b = binary.BigEndian.AppendUint64(b, gen)
-	b = binary.AppendUvarint(b, uint64(len(m.Tenant)))
-	b = append(b, m.Tenant...)
-	b = binary.AppendUvarint(b, uint64(len(m.Device)))
-	b = append(b, m.Device...)
-	return binary.BigEndian.AppendUint64(b, uint64(m.Minute)^(1<<63))
-}
-
+// Keys. A write's marks are one key, gen (8 bytes, big-endian) | seq (8
+// bytes, big-endian), whose value lists them (appendPacked), where seq is
+// a number the store takes once per key: a commit of a thousand device-
+// minutes inserts one key into the database's memtable, not a thousand at
+// scattered places. Until 2026-11-29 each mark was a key of its own, with
+// an empty value, which Each still reads:
+//
+//	gen (8 bytes, big-endian) | uvarint len tenant | tenant | uvarint len
+//	device | device | minute (8 bytes, big-endian, sign bit flipped)
+//
+// The empty value tells the two apart.
 func parseKey(k []byte) (uint64, Minute, error) {
 	var m Minute
 	if len(k) < 8+1+1+8 {
@@ -135,6 +147,82 @@ func parseKey(k []byte) (uint64, Minute, error) {
 	}
 	m.Minute = int64(binary.BigEndian.Uint64(rest) ^ (1 << 63))
 	return gen, m, nil
+}
+
+// packedVersion is the first byte of a packed value:
+//
+//	packedVersion | uvarint count | count × (uvarint len tenant | tenant |
+//	uvarint len device | device | varint minute)
+const packedVersion = 1
+
+// maxPacked bounds the marks of one key, so that a large commit's value
+// stays well below Pebble's limits and a corrupt count cannot ask for
+// more.
+const maxPacked = 4096
+
+// appendPackedKey appends the key of a packed value.
+func appendPackedKey(b []byte, gen, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(b, gen), seq)
+}
+
+// appendPacked appends the value listing ms (at most maxPacked).
+func appendPacked(b []byte, ms []Minute) []byte {
+	b = append(b, packedVersion)
+	b = binary.AppendUvarint(b, uint64(len(ms)))
+	for _, m := range ms {
+		b = binary.AppendUvarint(b, uint64(len(m.Tenant)))
+		b = append(b, m.Tenant...)
+		b = binary.AppendUvarint(b, uint64(len(m.Device)))
+		b = append(b, m.Device...)
+		b = binary.AppendVarint(b, m.Minute)
+	}
+	return b
+}
+
+// eachPacked calls fn with each mark of packed value v, in order. A
+// tenant or device equal to the one before it shares its string.
+func eachPacked(v []byte, fn func(Minute) error) error {
+	if len(v) == 0 || v[0] != packedVersion {
+		return fmt.Errorf("%w: packed value version", ErrCorrupt)
+	}
+	rest := v[1:]
+	n, w := binary.Uvarint(rest)
+	// Each mark takes at least three bytes.
+	if w <= 0 || n > maxPacked || n > uint64(len(rest)) {
+		return fmt.Errorf("%w: packed value count", ErrCorrupt)
+	}
+	rest = rest[w:]
+	str := func(prev string) (string, bool) {
+		l, w := binary.Uvarint(rest)
+		if w <= 0 || l > uint64(len(rest)-w) {
+			return "", false
+		}
+		b := rest[w : w+int(l)]
+		rest = rest[w+int(l):]
+		if string(b) == prev {
+			return prev, true
+		}
+		return string(b), true
+	}
+	var m Minute
+	for i := range n {
+		var ok1, ok2 bool
+		m.Tenant, ok1 = str(m.Tenant)
+		m.Device, ok2 = str(m.Device)
+		var w int
+		m.Minute, w = binary.Varint(rest)
+		if !ok1 || !ok2 || w <= 0 {
+			return fmt.Errorf("%w: packed mark %d", ErrCorrupt, i)
+		}
+		rest = rest[w:]
+		if err := fn(m); err != nil {
+			return err
+		}
+	}
+	if len(rest) != 0 {
+		return fmt.Errorf("%w: %d bytes after the packed marks", ErrCorrupt, len(rest))
+	}
+	return nil
 }
 
 // Add marks minutes in generation gen and returns once they are synced.
@@ -164,14 +252,18 @@ type pebbleSetter struct{ b *pebble.Batch }
 func (p pebbleSetter) Set(key, value []byte) error { return p.b.Set(key, value, nil) }
 
 // Stage adds the marks of minutes, in generation gen, to w: a write of the
-// database the store is in, durable when that write is.
+// database the store is in, durable when that write is. They take one key
+// per maxPacked marks.
 func (s *Store) Stage(w Setter, gen uint64, ms []Minute) error {
-	key := slices.Clone(s.prefix)
-	for _, m := range ms {
-		key = appendKey(key[:len(s.prefix)], gen, m)
-		if err := w.Set(key, nil); err != nil {
+	var key, value []byte
+	for len(ms) > 0 {
+		n := min(len(ms), maxPacked)
+		key = appendPackedKey(append(key[:0], s.prefix...), gen, s.seq.Add(1))
+		value = appendPacked(value[:0], ms[:n])
+		if err := w.Set(key, value); err != nil {
 			return fmt.Errorf("mark rollup minutes: %w", err)
 		}
+		ms = ms[n:]
 	}
 	return nil
 }
@@ -219,11 +311,27 @@ func (s *Store) Each(fn func(gen uint64, m Minute) error) (err error) {
 		}
 	}()
 	for ok := it.First(); ok; ok = it.Next() {
-		gen, m, err := parseKey(it.Key()[len(s.prefix):])
+		k := it.Key()[len(s.prefix):]
+		v, err := it.ValueAndErr()
 		if err != nil {
-			return err
+			return fmt.Errorf("read rollup marks: %w", err)
 		}
-		if err := fn(gen, m); err != nil {
+		if len(v) == 0 {
+			// One mark, written before marks were packed.
+			gen, m, err := parseKey(k)
+			if err != nil {
+				return err
+			}
+			if err := fn(gen, m); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(k) != 16 {
+			return fmt.Errorf("%w: key %x of packed marks", ErrCorrupt, k)
+		}
+		gen := binary.BigEndian.Uint64(k)
+		if err := eachPacked(v, func(m Minute) error { return fn(gen, m) }); err != nil {
 			return err
 		}
 	}
@@ -283,10 +391,22 @@ func (s *Store) TakeOver(dir string, logger *slog.Logger) (int, error) {
 	b := s.db.NewBatch()
 	defer b.Close()
 	n := 0
-	err = old.Each(func(gen uint64, m Minute) error {
+	var gen uint64
+	var ms []Minute
+	err = old.Each(func(g uint64, m Minute) error {
 		n++
-		return s.Stage(pebbleSetter{b}, gen, []Minute{m})
+		if g != gen || len(ms) == maxPacked {
+			if err := s.Stage(pebbleSetter{b}, gen, ms); err != nil {
+				return err
+			}
+			gen, ms = g, ms[:0]
+		}
+		ms = append(ms, m)
+		return nil
 	})
+	if err == nil {
+		err = s.Stage(pebbleSetter{b}, gen, ms)
+	}
 	v, verr := old.Version()
 	if cerr := old.Close(); err == nil {
 		err = cmp.Or(verr, cerr)

@@ -1,12 +1,15 @@
 package rollmarks
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -56,8 +59,8 @@ func TestAddEachForget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	// Within a generation the order is the keys' (length-prefixed strings).
-	want := []mark{{1, odd}, {1, Minute{"acme", "fan-3", 0}}, {2, Minute{"acme", "pump-1", -60_000}}, {2, Minute{"acme", "pump-1", 60_000}}}
+	// Within a generation the order is the writes'.
+	want := []mark{{1, Minute{"acme", "fan-3", 0}}, {1, odd}, {2, Minute{"acme", "pump-1", 60_000}}, {2, Minute{"acme", "pump-1", -60_000}}}
 	if diff := cmp.Diff(want, all(t, s)); diff != "" {
 		t.Errorf("marks after reopen (-want +got):\n%s", diff)
 	}
@@ -76,6 +79,17 @@ func TestAddEachForget(t *testing.T) {
 	}
 }
 
+// appendKey appends the key of one mark as Sluice wrote it before marks
+// were packed (the value was empty).
+func appendKey(b []byte, gen uint64, m Minute) []byte {
+	b = binary.BigEndian.AppendUint64(b, gen)
+	b = binary.AppendUvarint(b, uint64(len(m.Tenant)))
+	b = append(b, m.Tenant...)
+	b = binary.AppendUvarint(b, uint64(len(m.Device)))
+	b = append(b, m.Device...)
+	return binary.BigEndian.AppendUint64(b, uint64(m.Minute)^(1<<63))
+}
+
 func TestParseKeyRejectsCorrupt(t *testing.T) {
 	good := appendKey(nil, 5, Minute{"acme", "pump-1", 120_000})
 	if gen, m, err := parseKey(good); err != nil || gen != 5 || m != (Minute{"acme", "pump-1", 120_000}) {
@@ -86,4 +100,126 @@ func TestParseKeyRejectsCorrupt(t *testing.T) {
 			t.Errorf("parseKey(%x) = %v, want ErrCorrupt", k, err)
 		}
 	}
+}
+
+// TestReadsUnpackedMarks: a store written before marks were packed (a key
+// per mark, empty values) is read whole beside packed marks, in and out
+// of one generation, and Forget drops both.
+func TestReadsUnpackedMarks(t *testing.T) {
+	db, s := openShared(t, t.TempDir())
+	defer db.Close()
+	old := []mark{{3, Minute{"acme", "pump-1", 60_000}}, {5, Minute{"acme", "fan", -60_000}}}
+	for _, m := range old {
+		if err := db.Set(appendKey([]byte{'m'}, m.Gen, m.M), nil, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Add(3, []Minute{{"beta", "valve", 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add(4, []Minute{{"acme", "pump-1", 120_000}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []mark{old[0], {3, Minute{"beta", "valve", 0}}, {4, Minute{"acme", "pump-1", 120_000}}, old[1]}
+	if diff := cmp.Diff(want, all(t, s)); diff != "" {
+		t.Errorf("marks (-want +got):\n%s", diff)
+	}
+	if err := s.Forget(5); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want[3:], all(t, s)); diff != "" {
+		t.Errorf("marks after Forget(5) (-want +got):\n%s", diff)
+	}
+}
+
+// TestStagePacks: a write's marks take one key per maxPacked, and come
+// back in the order written; a tenant or device repeated in a key is
+// stored, and read, once per mark.
+func TestStagePacks(t *testing.T) {
+	db, s := openShared(t, t.TempDir())
+	defer db.Close()
+	for _, n := range []int{1, maxPacked - 1, maxPacked, maxPacked + 1, 2*maxPacked + 3} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			ms := make([]Minute, n)
+			want := make([]mark, n)
+			for i := range ms {
+				ms[i] = Minute{"acme", fmt.Sprintf("dev-%d", i/3), int64(i%3-1) * 60_000}
+				want[i] = mark{9, ms[i]}
+			}
+			if err := s.Add(9, ms); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, all(t, s)); diff != "" {
+				t.Errorf("marks (-want +got):\n%s", diff)
+			}
+			keys := 0
+			it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{'m'}, UpperBound: []byte{'n'}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for ok := it.First(); ok; ok = it.Next() {
+				keys++
+			}
+			if err := it.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if wantKeys := (n + maxPacked - 1) / maxPacked; keys != wantKeys {
+				t.Errorf("%d keys for %d marks, want %d", keys, n, wantKeys)
+			}
+			if err := s.Forget(10); err != nil {
+				t.Fatal(err)
+			}
+			s.forgot = 0 // the next case writes generation 9 again
+		})
+	}
+}
+
+func TestEachPackedRejectsCorrupt(t *testing.T) {
+	good := appendPacked(nil, []Minute{{"acme", "pump-1", 60_000}, {"acme", "fan", 0}})
+	huge := append([]byte{packedVersion}, binary.AppendUvarint(nil, maxPacked+1)...)
+	for i := 0; i <= maxPacked+1; i++ {
+		huge = append(huge, 1, 'a', 1, 'b', 0)
+	}
+	for name, v := range map[string][]byte{
+		"empty":                nil,
+		"version":              append([]byte{packedVersion + 1}, good[1:]...),
+		"truncated":            good[:len(good)-1],
+		"trailing bytes":       append(append([]byte{}, good...), 0),
+		"count too high":       append([]byte{packedVersion, 3}, good[2:]...),
+		"count past the bound": huge,
+		"string past the end":  {packedVersion, 1, 9, 'a', 1, 'b', 0},
+		"minute missing":       {packedVersion, 1, 1, 'a', 1, 'b'},
+	} {
+		n := 0
+		if err := eachPacked(v, func(Minute) error { n++; return nil }); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: eachPacked = %v, want ErrCorrupt", name, err)
+		}
+	}
+	var got []Minute
+	if err := eachPacked(good, func(m Minute) error { got = append(got, m); return nil }); err != nil || len(got) != 2 {
+		t.Errorf("eachPacked(good) = %v, %v", got, err)
+	}
+}
+
+// FuzzEachPacked: any value either is rejected or lists marks that encode
+// to a value read back as the same marks.
+func FuzzEachPacked(f *testing.F) {
+	f.Add(appendPacked(nil, []Minute{{"acme", "pump-1", 60_000}, {"acme", "pump-1", -1}}))
+	f.Add([]byte{packedVersion, 0})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		var ms []Minute
+		if err := eachPacked(v, func(m Minute) error { ms = append(ms, m); return nil }); err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v is not ErrCorrupt", err)
+			}
+			return
+		}
+		var again []Minute
+		if err := eachPacked(appendPacked(nil, ms), func(m Minute) error { again = append(again, m); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(ms, again); diff != "" {
+			t.Fatalf("re-encoded (-first +again):\n%s", diff)
+		}
+	})
 }
