@@ -38,6 +38,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/membudget"
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/rollup"
+	"github.com/sluicehq/sluice/internal/rollupstore"
 	"github.com/sluicehq/sluice/internal/store/pebblestore"
 )
 
@@ -490,19 +492,55 @@ func BenchmarkFleetLimit(b *testing.B) {
 	for _, devices := range fleetSizes(b) {
 		b.Run(fmt.Sprintf("devices=%d", devices), func(b *testing.B) {
 			l := fleetLoad{Devices: devices, Readings: fleetReadings(b, devices), Batch: 1000, Clients: 8}
-			benchFleet(b, l, false, func() fleetResult { return runLimit(b, l) })
+			benchFleet(b, l, false, func() fleetResult { return runLimit(b, l, limitKeys{}) })
 		})
 	}
 }
 
-func runLimit(tb testing.TB, l fleetLoad) fleetResult {
+// BenchmarkFleetLimitModel adds to the limit the least that the data
+// model writes besides the readings, so that its distance from the limit
+// is a floor under what the gateway can reach:
+//
+//   - catalogue: one catalogue entry per device-day, with the device's
+//     first reading of the day (a partition's entry is written with its
+//     first rows; claimed to the end of the day, no later reading of the
+//     device needs another). That is 0.005 entries a reading at 10,000
+//     devices and 0.5 at a million, where each device reports twice.
+//   - rollups: one rollup key per device-minute (every reading is a
+//     device-minute of its own here), its rows as the sink would carry
+//     them, inserted into a rollup store opened as the gateway opens it,
+//     one Insert per batch; no marks, reads or outbox.
+func BenchmarkFleetLimitModel(b *testing.B) {
+	for _, devices := range fleetSizes(b) {
+		for _, keys := range []limitKeys{{catalogue: true}, {rollups: true}} {
+			name := map[bool]string{true: "catalogue", false: "rollups"}[keys.catalogue]
+			b.Run(fmt.Sprintf("devices=%d/%s", devices, name), func(b *testing.B) {
+				l := fleetLoad{Devices: devices, Readings: fleetReadings(b, devices), Batch: 1000, Clients: 8}
+				benchFleet(b, l, false, func() fleetResult { return runLimit(b, l, keys) })
+			})
+		}
+	}
+}
+
+// limitKeys says what runLimit writes besides the readings.
+type limitKeys struct{ catalogue, rollups bool }
+
+func runLimit(tb testing.TB, l fleetLoad, keys limitKeys) fleetResult {
 	tb.Helper()
 	// The sizes the gateway gives the raw store at the default budget.
-	db, err := pebblestore.OpenDB(tb.TempDir(), pebblestore.OptionsFor(membudget.For(membudget.Default, membudget.All)), slog.New(slog.DiscardHandler))
+	plan := membudget.For(membudget.Default, membudget.All)
+	db, err := pebblestore.OpenDB(tb.TempDir(), pebblestore.OptionsFor(plan), slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer db.Close()
+	var rs *rollupstore.Store
+	if keys.rollups {
+		if rs, err = rollupstore.OpenWith(tb.TempDir(), rollupstore.Options{MemTableBytes: plan.RollupMemTable}, slog.New(slog.DiscardHandler)); err != nil {
+			tb.Fatal(err)
+		}
+		defer rs.Close()
+	}
 	yesterday := day(1)
 	self := os.Getpid()
 	cpu0 := procCPU(tb, self)
@@ -513,12 +551,15 @@ func runLimit(tb testing.TB, l fleetLoad) fleetResult {
 		wg.Go(func() {
 			var key, val []byte
 			var rows []model.ReadingRow
+			var rolled []rollup.Row
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= l.requests() {
 					return
 				}
 				batch := db.NewBatch()
+				version := time.Now().UnixNano()
+				rolled = rolled[:0]
 				from, to := l.readings(i)
 				for k := from; k < to; k++ {
 					ts := l.ts(yesterday, k)
@@ -532,11 +573,33 @@ func runLimit(tb testing.TB, l fleetLoad) fleetResult {
 					if err := batch.Merge(key, val, nil); err != nil {
 						tb.Error(err)
 					}
+					if keys.catalogue && k < l.Devices {
+						// The device's first reading of the day: its
+						// partition's entry, claimed to the day's end.
+						e := model.PartitionInfo{Key: pk, Rows: int64(len(rows)) + 64, Bytes: 4096,
+							MinTS: ts - 15*60_000, MaxTS: pk.Day.End() - 1, State: "single", Ahead: true}
+						key, val = pebblestore.AppendEntry(key[:0], val[:0], e, version)
+						if err := batch.Merge(key, val, nil); err != nil {
+							tb.Error(err)
+						}
+					}
+					for _, r := range rows {
+						if keys.rollups {
+							rolled = append(rolled, rollup.Row{Key: rollup.Key{Tenant: "acme", Device: pk.Series, Metric: r.Metric, Minute: rollup.MinuteOf(ts)},
+								Writer: 65535, Count: 1, Sum: r.Value, Min: r.Value, Max: r.Value,
+								FirstTS: ts, FirstValue: r.Value, LastTS: ts, LastValue: r.Value, Version: uint64(version)})
+						}
+					}
 				}
 				if err := batch.Commit(pebble.Sync); err != nil {
 					tb.Error(err)
 				}
 				batch.Close()
+				if keys.rollups {
+					if err := rs.Insert(context.Background(), rolled); err != nil {
+						tb.Error(err)
+					}
+				}
 			}
 		})
 	}

@@ -105,6 +105,13 @@ func eachCell(v []byte, fn func(name, cell []byte) error) error {
 	return nil
 }
 
+// AppendEntry appends to key and val the key and value that Commit merges
+// for catalogue entry pi in a batch of the given version. The benchmarks'
+// limits use it, as AppendReading.
+func AppendEntry(key, val []byte, pi model.PartitionInfo, version int64) ([]byte, []byte) {
+	return catalogueKey(key, pi.Key), versionedInfo(val, version, encodeInfo(nil, pi))
+}
+
 // AppendReading appends to key and val the key and value that Commit
 // merges for one reading: rows are its cells, all of one timestamp, with
 // distinct metrics in name order. The benchmarks' limits use it (with

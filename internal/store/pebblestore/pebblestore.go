@@ -238,7 +238,8 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 		key = key[:0]
 	}
 	for _, pi := range b.Catalogue {
-		if err := pb.Merge(catalogueKey(nil, pi.Key), versionedInfo(nil, b.Version, encodeInfo(nil, pi)), nil); err != nil {
+		k, v := AppendEntry(nil, nil, pi, b.Version)
+		if err := pb.Merge(k, v, nil); err != nil {
 			return fmt.Errorf("stage catalogue entry %v: %w", pi.Key, err)
 		}
 	}
