@@ -129,6 +129,7 @@ type fleetResult struct {
 	carried     float64       // device-minutes the rollups summed from their commit
 	emitted     float64       // rollup rows the rollups stored
 	entries     float64       // catalogue entries the sink wrote (placed and settled)
+	reads       float64       // series-days whose catalogue the sink read
 	commits     float64       // the sink's durable commits
 }
 
@@ -145,6 +146,7 @@ func (r fleetResult) report(b *testing.B, l fleetLoad, gateway bool) {
 	b.ReportMetric(float64(r.peakRSS)/(1<<20), "peak_RSS_MiB")
 	b.ReportMetric(float64(r.retries), "retries")
 	b.ReportMetric(r.entries/n, "catalogue_entries/reading")
+	b.ReportMetric(r.reads/n, "catalogue_reads/reading")
 	b.ReportMetric(r.commits/float64(l.requests()), "commits/request")
 	if r.emitted > 0 {
 		b.ReportMetric(r.rawReads/n, "raw_reads/reading")
@@ -178,6 +180,7 @@ func runFleet(tb testing.TB, l fleetLoad, env ...string) fleetResult {
 			}
 		})
 	res.entries = g.metricSum("sluice_sink_catalogue_entries_total")
+	res.reads = g.metric("sluice_buckets_catalogue_reads_total")
 	res.commits = g.metric("sluice_sink_commits_total")
 	if rollups {
 		res.rawReads, res.rolled = g.metric("sluice_rollup_raw_reads_total"), g.metric("sluice_rollup_minutes_rolled_total")
@@ -367,6 +370,7 @@ func benchFleet(b *testing.B, l fleetLoad, gateway bool, run func() fleetResult)
 		sum.carried += r.carried
 		sum.emitted += r.emitted
 		sum.entries += r.entries
+		sum.reads += r.reads
 		sum.commits += r.commits
 	}
 	n := time.Duration(b.N)
@@ -375,6 +379,7 @@ func benchFleet(b *testing.B, l fleetLoad, gateway bool, run func() fleetResult)
 	sum.rawReads, sum.rolled = sum.rawReads/float64(b.N), sum.rolled/float64(b.N)
 	sum.carried, sum.emitted = sum.carried/float64(b.N), sum.emitted/float64(b.N)
 	sum.entries, sum.commits = sum.entries/float64(b.N), sum.commits/float64(b.N)
+	sum.reads /= float64(b.N)
 	sum.report(b, l, gateway)
 }
 
@@ -513,8 +518,7 @@ func BenchmarkFleetLimit(b *testing.B) {
 func BenchmarkFleetLimitModel(b *testing.B) {
 	for _, devices := range fleetSizes(b) {
 		for _, keys := range []limitKeys{{catalogue: true}, {rollups: true}} {
-			name := map[bool]string{true: "catalogue", false: "rollups"}[keys.catalogue]
-			b.Run(fmt.Sprintf("devices=%d/%s", devices, name), func(b *testing.B) {
+			b.Run(fmt.Sprintf("devices=%d/%s", devices, keys), func(b *testing.B) {
 				l := fleetLoad{Devices: devices, Readings: fleetReadings(b, devices), Batch: 1000, Clients: 8}
 				benchFleet(b, l, false, func() fleetResult { return runLimit(b, l, keys) })
 			})
@@ -524,6 +528,19 @@ func BenchmarkFleetLimitModel(b *testing.B) {
 
 // limitKeys says what runLimit writes besides the readings.
 type limitKeys struct{ catalogue, rollups bool }
+
+// String names the keys for a benchmark: catalogue, rollups, both or none.
+func (k limitKeys) String() string {
+	switch {
+	case k.catalogue && k.rollups:
+		return "catalogue+rollups"
+	case k.catalogue:
+		return "catalogue"
+	case k.rollups:
+		return "rollups"
+	}
+	return "none"
+}
 
 func runLimit(tb testing.TB, l fleetLoad, keys limitKeys) fleetResult {
 	tb.Helper()

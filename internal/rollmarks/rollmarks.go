@@ -48,9 +48,10 @@ type Store struct {
 	prefix []byte // every key of the store starts with it; empty when it owns db
 	own    bool   // Close closes db
 
-	// seq numbers the keys of packed marks. It starts from the clock, so
-	// that no key of a run can be one of an earlier run's, whatever
-	// generations the feed reuses.
+	// seq numbers the keys of packed marks within a run. A run never
+	// writes a generation that still holds an earlier run's marks (the
+	// feed starts above the highest it finds), so its keys cannot be an
+	// earlier run's; seq starts from the clock as a second safeguard.
 	seq atomic.Uint64
 
 	mu     sync.Mutex
@@ -188,7 +189,7 @@ func eachPacked(v []byte, fn func(Minute) error) error {
 	rest := v[1:]
 	n, w := binary.Uvarint(rest)
 	// Each mark takes at least three bytes.
-	if w <= 0 || n > maxPacked || n > uint64(len(rest)) {
+	if w <= 0 || n > maxPacked || n > uint64(len(rest)-w)/3 {
 		return fmt.Errorf("%w: packed value count", ErrCorrupt)
 	}
 	rest = rest[w:]
@@ -242,7 +243,8 @@ func (s *Store) Add(gen uint64, ms []Minute) error {
 }
 
 // Setter takes the keys of a write in progress: a commit of the database
-// the store shares (In), which writes them with its own, atomically.
+// the store shares (In), which writes them with its own, atomically. Set
+// must copy key and value: the caller reuses them.
 type Setter interface {
 	Set(key, value []byte) error
 }
@@ -395,6 +397,7 @@ func (s *Store) TakeOver(dir string, logger *slog.Logger) (int, error) {
 	var ms []Minute
 	err = old.Each(func(g uint64, m Minute) error {
 		n++
+		// Stage splits a long list itself; the bound keeps ms small.
 		if g != gen || len(ms) == maxPacked {
 			if err := s.Stage(pebbleSetter{b}, gen, ms); err != nil {
 				return err

@@ -1,6 +1,7 @@
 package rollmarks
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/sluicehq/sluice/internal/pebblelog"
 )
@@ -182,6 +184,60 @@ func TestTakeOver(t *testing.T) {
 	}
 	if _, err := os.Stat(aside); !os.IsNotExist(err) {
 		t.Errorf("set-aside copy still there: %v", err)
+	}
+}
+
+// TestTakeOverUnpacked moves marks written as an earlier Sluice wrote
+// them (a key per mark, empty values) out of a database of their own:
+// several in a generation, generation 0 first, and more than one packed
+// value holds in one generation, which the take-over then packs.
+func TestTakeOverUnpacked(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir := t.TempDir()
+	oldDir := filepath.Join(dir, "rollmarks")
+	db, err := pebble.Open(oldDir, &pebble.Options{Logger: pebblelog.New(quiet, "test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []mark
+	put := func(gen uint64, m Minute) {
+		if err := db.Set(appendKey(nil, gen, m), nil, pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, mark{gen, m})
+	}
+	put(0, Minute{"acme", "a", 0})
+	put(0, Minute{"acme", "b", 60_000})
+	for i := range maxPacked + 5 {
+		put(1, Minute{"acme", fmt.Sprintf("dev-%05d", i), 0})
+	}
+	put(3, Minute{"beta", "c", -60_000})
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, s := openShared(t, filepath.Join(dir, "raw"))
+	defer raw.Close()
+	n, err := s.TakeOver(oldDir, quiet)
+	if err != nil || n != len(want) {
+		t.Fatalf("TakeOver = %d, %v; want %d marks moved", n, err, len(want))
+	}
+	if diff := cmp.Diff(want, all(t, s), cmpopts.SortSlices(markLess)); diff != "" {
+		t.Errorf("marks after the take-over (-want +got):\n%s", diff)
+	}
+	keys := 0
+	it, err := raw.NewIter(&pebble.IterOptions{LowerBound: []byte{'m'}, UpperBound: []byte{'n'}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		keys++
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Generation 0, generation 1 in two, generation 3.
+	if keys != 4 {
+		t.Errorf("%d keys hold the moved marks, want 4", keys)
 	}
 }
 

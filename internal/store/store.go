@@ -60,7 +60,8 @@ type Batch struct {
 	Also func(w Setter) error
 }
 
-// Setter takes the keys Batch.Also adds to a write.
+// Setter takes the keys Batch.Also adds to a write. Set copies key and
+// value: the caller may reuse them.
 type Setter interface {
 	Set(key, value []byte) error
 }
