@@ -172,19 +172,20 @@ func runFleet(tb testing.TB, l fleetLoad, env ...string) fleetResult {
 			// The rollups recompute what was written rollups.roll_delay
 			// after it: a gateway quiet before that is not done.
 			deadline := time.Now().Add(5 * time.Minute)
-			for g.metric("sluice_rollup_pending_minutes") > 0 || g.metric("sluice_rollup_lag_seconds") > 0 {
+			for ss := g.scrape(); g.metricOf(ss, "sluice_rollup_pending_minutes") > 0 || g.metricOf(ss, "sluice_rollup_lag_seconds") > 0; ss = g.scrape() {
 				if time.Now().After(deadline) {
 					tb.Fatalf("rollups still pending five minutes after the last acknowledgement")
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
 		})
-	res.entries = g.metricSum("sluice_sink_catalogue_entries_total")
-	res.reads = g.metric("sluice_buckets_catalogue_reads_total")
-	res.commits = g.metric("sluice_sink_commits_total")
+	ss := g.scrape()
+	res.entries = sumOf(ss, "sluice_sink_catalogue_entries_total")
+	res.reads = g.metricOf(ss, "sluice_buckets_catalogue_reads_total")
+	res.commits = g.metricOf(ss, "sluice_sink_commits_total")
 	if rollups {
-		res.rawReads, res.rolled = g.metric("sluice_rollup_raw_reads_total"), g.metric("sluice_rollup_minutes_rolled_total")
-		res.carried, res.emitted = g.metric("sluice_rollup_minutes_carried_total"), g.metric("sluice_rollup_rows_emitted_total")
+		res.rawReads, res.rolled = g.metricOf(ss, "sluice_rollup_raw_reads_total"), g.metricOf(ss, "sluice_rollup_minutes_rolled_total")
+		res.carried, res.emitted = g.metricOf(ss, "sluice_rollup_minutes_carried_total"), g.metricOf(ss, "sluice_rollup_rows_emitted_total")
 	}
 	if l.Check != nil {
 		l.Check(tb, g, yesterday)

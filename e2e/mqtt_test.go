@@ -77,12 +77,18 @@ func (g *gateway) kill() {
 // given as exposed: its name, and its labels if any (`name{k="v",…}`).
 func (g *gateway) metric(sample string) float64 {
 	g.t.Helper()
+	return g.metricOf(g.scrape(), sample)
+}
+
+// metricOf is metric of samples scraped once for several reads.
+func (g *gateway) metricOf(ss []sample, sample string) float64 {
+	g.t.Helper()
 	name, labels, _ := strings.Cut(sample, "{")
 	want := map[string]string{}
 	for _, lp := range labelPair.FindAllStringSubmatch(labels, -1) {
 		want[lp[1]] = lp[2]
 	}
-	for _, s := range g.scrape() {
+	for _, s := range ss {
 		if s.name == name && maps.Equal(s.labels, want) {
 			return s.value
 		}
@@ -95,8 +101,13 @@ func (g *gateway) metric(sample string) float64 {
 // (all label values; 0 when none was observed yet).
 func (g *gateway) metricSum(name string) float64 {
 	g.t.Helper()
+	return sumOf(g.scrape(), name)
+}
+
+// sumOf is metricSum of samples already scraped.
+func sumOf(ss []sample, name string) float64 {
 	var sum float64
-	for _, s := range g.scrape() {
+	for _, s := range ss {
 		if s.name == name {
 			sum += s.value
 		}

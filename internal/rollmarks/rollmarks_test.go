@@ -168,18 +168,7 @@ func TestStagePacks(t *testing.T) {
 			if diff := cmp.Diff(want, all(t, s)); diff != "" {
 				t.Errorf("marks (-want +got):\n%s", diff)
 			}
-			keys := 0
-			it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{'m'}, UpperBound: []byte{'n'}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for ok := it.First(); ok; ok = it.Next() {
-				keys++
-			}
-			if err := it.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if wantKeys := (n + maxPacked - 1) / maxPacked; keys != wantKeys {
+			if keys, wantKeys := markKeys(t, db), (n+maxPacked-1)/maxPacked; keys != wantKeys {
 				t.Errorf("%d keys for %d marks, want %d", keys, n, wantKeys)
 			}
 			if err := s.Forget(10); err != nil {

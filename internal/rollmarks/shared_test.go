@@ -32,6 +32,23 @@ func openShared(t *testing.T, dir string) (*pebble.DB, *Store) {
 // marks' range.
 var neighbours = [][]byte{[]byte("l\xff\xff"), []byte("n"), []byte("n\x00\x00")}
 
+// markKeys counts the keys of db's marks' range 'm' (openShared).
+func markKeys(t *testing.T, db *pebble.DB) int {
+	t.Helper()
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{'m'}, UpperBound: []byte{'n'}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func checkNeighbours(t *testing.T, db *pebble.DB) {
 	t.Helper()
 	for _, k := range neighbours {
@@ -224,19 +241,8 @@ func TestTakeOverUnpacked(t *testing.T) {
 	if diff := cmp.Diff(want, all(t, s), cmpopts.SortSlices(markLess)); diff != "" {
 		t.Errorf("marks after the take-over (-want +got):\n%s", diff)
 	}
-	keys := 0
-	it, err := raw.NewIter(&pebble.IterOptions{LowerBound: []byte{'m'}, UpperBound: []byte{'n'}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		keys++
-	}
-	if err := it.Close(); err != nil {
-		t.Fatal(err)
-	}
 	// Generation 0, generation 1 in two, generation 3.
-	if keys != 4 {
+	if keys := markKeys(t, raw); keys != 4 {
 		t.Errorf("%d keys hold the moved marks, want 4", keys)
 	}
 }

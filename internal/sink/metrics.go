@@ -88,11 +88,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sluice_buckets_split_partitions_limit",
 			Help: "Split partitions one gateway can open for one series-day; past it the series-day's rows are refused.",
 		}),
+		commitDelays: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_sink_commit_delays_total",
+			Help: "Batches the flusher held for up to sink.commit_delay for more requests: a commit was in flight and, at the recent arrival rate, sink.commit_siblings or more requests were due within the delay.",
+		}),
 	}
-	m.commitDelays = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "sluice_sink_commit_delays_total",
-		Help: "Batches the flusher held for up to sink.commit_delay for more requests: a commit was in flight and, at the recent arrival rate, sink.commit_siblings or more requests were due within the delay.",
-	})
 	m.splitsLimit.Set(buckets.MaxSplits)
 	if reg != nil {
 		reg.MustRegister(m.rows, m.commits, m.commitErrors, m.commitSeconds, m.batchRows, m.queued, m.busy, m.auditDuplicates, m.auditConflicts, m.seriesDays, m.settled, m.catalogueReads, m.entries,

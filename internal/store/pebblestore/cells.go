@@ -109,7 +109,7 @@ func eachCell(v []byte, fn func(name, cell []byte) error) error {
 // for catalogue entry pi in a batch of the given version. The benchmarks'
 // limits use it, as AppendReading.
 func AppendEntry(key, val []byte, pi model.PartitionInfo, version int64) ([]byte, []byte) {
-	return catalogueKey(key, pi.Key), versionedInfo(val, version, encodeInfo(nil, pi))
+	return catalogueKey(key, pi.Key), encodeInfo(appendVersion(val, version), pi)
 }
 
 // AppendReading appends to key and val the key and value that Commit

@@ -67,10 +67,10 @@ func (m *latestVersion) Close() error {
 	return nil
 }
 
-// versionedInfo prefixes an encoded catalogue entry with its version.
-func versionedInfo(b []byte, version int64, info []byte) []byte {
-	b = binary.BigEndian.AppendUint64(b, uint64(version)^1<<63)
-	return append(b, info...)
+// appendVersion appends the version that prefixes a catalogue entry's
+// value.
+func appendVersion(b []byte, version int64) []byte {
+	return binary.BigEndian.AppendUint64(b, uint64(version)^1<<63)
 }
 
 // versions hands out batch versions: nanoseconds of the wall clock, made

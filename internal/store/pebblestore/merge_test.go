@@ -115,3 +115,8 @@ func TestLatestVersionMergerRecycled(t *testing.T) {
 		}
 	}
 }
+
+// versionedInfo prefixes an encoded catalogue entry with its version.
+func versionedInfo(b []byte, version int64, info []byte) []byte {
+	return append(appendVersion(b, version), info...)
+}

@@ -238,8 +238,8 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 		key = key[:0]
 	}
 	for _, pi := range b.Catalogue {
-		k, v := AppendEntry(nil, nil, pi, b.Version)
-		if err := pb.Merge(k, v, nil); err != nil {
+		key, val = AppendEntry(key[:0], val[:0], pi, b.Version)
+		if err := pb.Merge(key, val, nil); err != nil {
 			return fmt.Errorf("stage catalogue entry %v: %w", pi.Key, err)
 		}
 	}
