@@ -19,6 +19,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,6 +42,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/rollupstore"
 	"github.com/sluicehq/sluice/internal/store/pebblestore"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // fleetMetrics are the metrics a reading carries: the first five always, the
@@ -625,4 +627,63 @@ func runLimit(tb testing.TB, l fleetLoad, keys limitKeys) fleetResult {
 	acked := time.Since(start)
 	idle := waitProcIdle(tb, self)
 	return fleetResult{acked: acked, idle: idle.at.Sub(start), cpu: idle.cpu - cpu0}
+}
+
+// BenchmarkFleetRollupRebuild is what the rollups of the fleet's day cost
+// when they are built after the fact, from the raw store, instead of
+// streamed as the readings come: the readings ingested with rollups off,
+// then the gateway restarted on the same store with rollups on and the day
+// rebuilt (`query rollups rebuild`, every device of the tenant), its CPU
+// counted from the request until the gateway is idle again. CPU-s/M is per
+// million readings of the day, as in BenchmarkFleet, so the two compare.
+func BenchmarkFleetRollupRebuild(b *testing.B) {
+	for _, devices := range fleetSizes(b) {
+		b.Run(fmt.Sprintf("devices=%d", devices), func(b *testing.B) {
+			l := fleetLoad{Devices: devices, Readings: fleetReadings(b, devices), Batch: 1000, Clients: 8}
+			var cpu, wall time.Duration
+			var rows float64
+			for range b.N {
+				c, w, r := runRebuild(b, l)
+				cpu, wall, rows = cpu+c, wall+w, rows+r
+			}
+			n := float64(l.Readings) * float64(b.N)
+			b.ReportMetric(cpu.Seconds()/n*1e6, "CPU-s/M")
+			b.ReportMetric(wall.Seconds()/float64(b.N), "rebuild_s")
+			b.ReportMetric(rows/n, "rollup_rows/reading")
+		})
+	}
+}
+
+// runRebuild ingests l with rollups off, rebuilds its day with rollups on,
+// and returns the gateway's CPU for the rebuild (until idle), its wall time
+// and the rows it wrote.
+func runRebuild(tb testing.TB, l fleetLoad) (cpu, wall time.Duration, rows float64) {
+	tb.Helper()
+	dir := tb.TempDir()
+	yesterday := day(1)
+	g := startGateway(tb, dir, "SLUICE_ROLLUPS_ENABLED=false")
+	measure(tb, g.cmd.Process.Pid, l, g.url+l.path(), yesterday,
+		func(err error) { tb.Fatalf("%v\n%s", err, tail(g.logs(), 4000)) }, func() {})
+	g.stop()
+	g = startGateway(tb, dir, "SLUICE_ROLLUPS_ENABLED=true")
+	defer g.stop()
+	pid := g.cmd.Process.Pid
+	idle := waitProcIdle(tb, pid)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "query"), "rollups", "rebuild", "--format", "json",
+		"--from", yesterday.Format(time.RFC3339), "--to", yesterday.Add(24*time.Hour).Format(time.RFC3339))
+	cmd.Env = append(os.Environ(), "SLUICE_URL="+g.url, "SLUICE_TOKEN="+token)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	wall = time.Since(start)
+	out, errOut := stdout.String(), stderr.String()
+	done := waitProcIdle(tb, pid)
+	var r wire.RebuildResult
+	if err := json.Unmarshal(stdout.Bytes(), &r); runErr != nil || err != nil || r.DeviceDays != l.Devices {
+		tb.Fatalf("rebuild: %v, %v: %+v want %d device-days\n%s\n%s", runErr, err, r, l.Devices, tail(out, 2000), tail(errOut, 2000))
+	}
+	return done.cpu - idle.cpu, wall, float64(r.Written)
 }

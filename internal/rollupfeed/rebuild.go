@@ -68,47 +68,114 @@ func Rebuild(ctx context.Context, raw Raw, dst Backend, tenant, device string, f
 	total := 0
 	for i := 1; i < len(counted); i++ {
 		n := 0
-		if err := eachDevice(ctx, raw, dst, tenant, first+model.Day(i), device, func(string) error { n++; return nil }); err != nil {
+		if err := eachDevice(ctx, raw, dst, tenant, first+model.Day(i), device, func(string, bool) error { n++; return nil }); err != nil {
 			return RebuildResult{}, err
 		}
 		counted[i] = n
 		total += n
 	}
 	var res RebuildResult
+	b := rebuildBatch{dst: dst, progress: progress}
 	for i := range counted {
 		day := first + model.Day(i)
 		var devs []string
-		if err := eachDevice(ctx, raw, dst, tenant, day, device, func(d string) error { devs = append(devs, d); return nil }); err != nil {
+		var rolled []bool
+		if err := eachDevice(ctx, raw, dst, tenant, day, device, func(d string, hasRollups bool) error {
+			devs, rolled = append(devs, d), append(rolled, hasRollups)
+			return nil
+		}); err != nil {
 			return res, err
 		}
 		total += len(devs) - counted[i]
 		lo, hi := max(from, day.Start()), min(to, day.End())
-		for _, d := range devs {
+		for j, d := range devs {
 			if err := ctx.Err(); err != nil {
 				return res, err
 			}
-			if err := rebuildDevice(ctx, raw, dst, tenant, d, day, lo, hi, version, &res); err != nil {
+			rows, err := rebuildDevice(ctx, raw, dst, tenant, d, day, lo, hi, version, rolled[j], &res)
+			if err != nil {
 				return res, err
 			}
-			if progress != nil {
-				progress(Progress{Done: res.DeviceDays, Total: total, Device: d, Day: day})
+			if err := b.add(ctx, rows, Progress{Done: res.DeviceDays, Total: total, Device: d, Day: day}); err != nil {
+				return res, err
 			}
 		}
 	}
-	return res, nil
+	return res, b.flush(ctx)
 }
 
-// rebuildDevice rebuilds device's rollups over [lo, hi), whole minutes of
-// day, and adds what it did to res.
-func rebuildDevice(ctx context.Context, raw Raw, dst Backend, tenant, device string, day model.Day, lo, hi int64, version uint64, res *RebuildResult) error {
+// rebuildBatchRows is how many rows a rebuild gathers, of as many devices
+// as it takes, before it inserts them: one synced insert per device made a
+// rebuild of many small devices wait on a sync each.
+const rebuildBatchRows = 50_000
+
+// rebuildBatch gathers the rows of consecutive device-days and inserts
+// them together; a device-day's progress is reported once its rows are
+// stored.
+type rebuildBatch struct {
+	dst      Inserter
+	progress func(Progress)
+	rows     []rollup.Row
+	done     []Progress
+}
+
+// add gathers one device-day's rows, inserting what was gathered once it
+// reaches rebuildBatchRows (a device-day that large alone is inserted
+// from its own slice, not copied).
+func (b *rebuildBatch) add(ctx context.Context, rows []rollup.Row, p Progress) error {
+	b.done = append(b.done, p)
+	if len(b.rows) == 0 && len(rows) >= rebuildBatchRows {
+		return b.insert(ctx, rows)
+	}
+	b.rows = append(b.rows, rows...)
+	if len(b.rows) < rebuildBatchRows {
+		return nil
+	}
+	return b.flush(ctx)
+}
+
+// flush inserts the rows gathered, then reports their device-days.
+func (b *rebuildBatch) flush(ctx context.Context) error { return b.insert(ctx, b.rows) }
+
+// insert inserts rows, the rows of the device-days gathered in done, then
+// reports those device-days.
+func (b *rebuildBatch) insert(ctx context.Context, rows []rollup.Row) error {
+	for c := range slices.Chunk(rows, rebuildBatchRows) {
+		if err := b.dst.Insert(ctx, c); err != nil {
+			first, last := b.done[0], b.done[len(b.done)-1]
+			return fmt.Errorf("write rebuilt rollups of %q on %s to %q on %s: %w", first.Device, first.Day, last.Device, last.Day, err)
+		}
+	}
+	if b.progress != nil {
+		for _, p := range b.done {
+			b.progress(p)
+		}
+	}
+	b.rows, b.done = b.rows[:0], b.done[:0]
+	return nil
+}
+
+// rebuildDevice recomputes device's rollups over [lo, hi), whole minutes of
+// day, returns the rows that replace what the backend holds there, and
+// adds them to res. hasRollups says the backend listed the device among
+// those with rollups on day when the rebuild began; one it did not list
+// has no rows to replace or retract, so they are not read (on the
+// embedded store, two thirds of a first rebuild's CPU went into reading
+// each device's hours for nothing; docs/benchmarks.md, item 35). Rows the
+// feed stores for the device meanwhile carry the rebuild's writer and
+// part, so of those and the rebuild's own the higher version stands, as
+// when they were read.
+func rebuildDevice(ctx context.Context, raw Raw, dst Backend, tenant, device string, day model.Day, lo, hi int64, version uint64, hasRollups bool, res *RebuildResult) ([]rollup.Row, error) {
 	readings, err := readAll(ctx, raw, tenant, device, lo, hi)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rows := rollup.Compute(tenant, device, readings, version)
-	old, err := dst.Rows(ctx, rollup.Filter{Tenant: tenant, Device: device, From: lo, To: hi})
-	if err != nil {
-		return fmt.Errorf("read rollups of %q on %s: %w", device, day, err)
+	var old []rollup.Row
+	if hasRollups {
+		if old, err = dst.Rows(ctx, rollup.Filter{Tenant: tenant, Device: device, From: lo, To: hi}); err != nil {
+			return nil, fmt.Errorf("read rollups of %q on %s: %w", device, day, err)
+		}
 	}
 	// The keys rebuilt now, before any retraction is added: a row of an
 	// earlier rebuild is replaced when its key is among them, else
@@ -124,25 +191,21 @@ func rebuildDevice(ctx context.Context, raw Raw, dst Backend, tenant, device str
 		rows = append(rows, rollup.Row{Key: o.Key, Writer: o.Writer, Part: o.Part, Version: version})
 		res.Retracted++
 	}
-	for c := range slices.Chunk(rows, 50_000) {
-		if err := dst.Insert(ctx, c); err != nil {
-			return fmt.Errorf("write rebuilt rollups of %q on %s: %w", device, day, err)
-		}
-	}
 	for _, r := range readings {
 		res.Readings += int64(len(r.Metrics))
 	}
 	res.Written += len(rows)
 	res.DeviceDays++
-	return nil
+	return rows, nil
 }
 
 // eachDevice calls fn with every device of tenant on day that has a
 // catalogue entry in the raw store or rollups in the backend, once each, in
-// byte order; with only set, with only alone.
-func eachDevice(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day, only string, fn func(string) error) error {
+// byte order, and whether the backend listed it; with only set, with only
+// alone (taken to have rollups: its rows are read).
+func eachDevice(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day, only string, fn func(device string, hasRollups bool) error) error {
 	if only != "" {
-		return fn(only)
+		return fn(only, true)
 	}
 	withRollups, err := dst.Devices(ctx, tenant, day)
 	if err != nil {
@@ -153,24 +216,25 @@ func eachDevice(ctx context.Context, raw Raw, dst Backend, tenant string, day mo
 
 // mergeDevices calls fn with every device of tenant on day that has a
 // catalogue entry in the raw store or is among others, once each, in byte
-// order, merging the store's listing with others as it streams. It sorts
-// others in place.
-func mergeDevices(ctx context.Context, raw Raw, tenant string, day model.Day, others []string, fn func(string) error) error {
+// order, and whether it is among others, merging the store's listing with
+// others as it streams. It sorts others in place.
+func mergeDevices(ctx context.Context, raw Raw, tenant string, day model.Day, others []string, fn func(device string, inOthers bool) error) error {
 	slices.Sort(others)
 	others = slices.Compact(others)
 	var ferr error // fn's, returned as it is
-	call := func(d string) error { ferr = fn(d); return ferr }
+	call := func(d string, in bool) error { ferr = fn(d, in); return ferr }
 	i := 0
 	err := raw.EachSeries(ctx, tenant, model.KindReadings, day, func(d string) error {
 		for ; i < len(others) && others[i] < d; i++ {
-			if err := call(others[i]); err != nil {
+			if err := call(others[i], true); err != nil {
 				return err
 			}
 		}
-		if i < len(others) && others[i] == d {
+		in := i < len(others) && others[i] == d
+		if in {
 			i++
 		}
-		return call(d)
+		return call(d, in)
 	})
 	if ferr != nil {
 		return ferr
@@ -179,7 +243,7 @@ func mergeDevices(ctx context.Context, raw Raw, tenant string, day model.Day, ot
 		return fmt.Errorf("list devices of %s: %w", day, err)
 	}
 	for _, d := range others[i:] {
-		if err := fn(d); err != nil {
+		if err := fn(d, true); err != nil {
 			return err
 		}
 	}
@@ -282,7 +346,7 @@ func verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.
 		return nil
 	}
 	prev, first := "", true
-	err = mergeDevices(ctx, raw, tenant, day, rolled, func(d string) error {
+	err = mergeDevices(ctx, raw, tenant, day, rolled, func(d string, _ bool) error {
 		// The ranges hold only if the names come in order.
 		if !first && d <= prev {
 			return fmt.Errorf("verify %s: device %q listed after %q: the raw store's devices are not in order", day, d, prev)

@@ -2,8 +2,10 @@ package rollupfeed
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -136,4 +138,139 @@ func openRawAndRollups(t *testing.T) (*pebblestore.Store, *rollupstore.Store) {
 	}
 	t.Cleanup(func() { _ = dst.Close() })
 	return raw, dst
+}
+
+// rowsReader is a rollup store that records whose rows a rebuild reads,
+// and can store a row of its own before the rebuild's first insert of a
+// device's rows, as the feed may while a rebuild runs.
+type rowsReader struct {
+	*rollupstore.Store
+	read     []string
+	feedRow  *rollup.Row // stored before the first insert of its device
+	injected bool
+	inserts  int   // calls of Insert
+	fail     error // what Insert returns, if set
+}
+
+func (c *rowsReader) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error) {
+	c.read = append(c.read, f.Device)
+	return c.Store.Rows(ctx, f)
+}
+
+func (c *rowsReader) Insert(ctx context.Context, rows []rollup.Row) error {
+	c.inserts++
+	if c.fail != nil {
+		return c.fail
+	}
+	if c.feedRow != nil && !c.injected && slices.ContainsFunc(rows, func(r rollup.Row) bool { return r.Device == c.feedRow.Device }) {
+		c.injected = true
+		if err := c.Store.Insert(ctx, []rollup.Row{*c.feedRow}); err != nil {
+			return err
+		}
+	}
+	return c.Store.Insert(ctx, rows)
+}
+
+// A rebuild reads the stored rows only of the devices the backend listed
+// with rollups on the day: the others have nothing to replace or retract.
+// Rows the feed stores meanwhile for a device listed without rollups
+// (writer RebuildWriter, part 0, a later version) stand against the
+// rebuild's, one row per minute, and the day still verifies.
+func TestRebuildReadsRowsOfListedDevicesOnly(t *testing.T) {
+	ctx := t.Context()
+	raw, rs := openRawAndRollups(t)
+	day := model.DayOf(base.UnixMilli())
+	m1, m2 := day.Start(), day.Start()+rollup.MinuteMillis
+	for _, device := range []string{"a", "b", "c"} {
+		pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: device, Day: day}.Partition(0)
+		if err := raw.Commit(ctx, &store.Batch{
+			Partitions: []store.PartitionWrite{{Key: pk, Readings: []model.ReadingRow{{TS: m1, Metric: "x", Value: 1}, {TS: m2, Metric: "x", Value: 2}}}},
+			Catalogue:  []model.PartitionInfo{{Key: pk, Rows: 2, Bytes: 60, MinTS: m1, MaxTS: m2, State: "single"}},
+			Version:    1,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// b has a gateway's partial row of minute 1, which the rebuild must
+	// retract, and c none; the feed stores c's minute 2 while the rebuild
+	// runs, from a later read.
+	stale := rollup.Key{Tenant: "acme", Device: "b", Metric: "x", Minute: m1}
+	if err := rs.Insert(ctx, []rollup.Row{{Key: stale, Writer: 1, Part: 5, Count: 7, Sum: 7, Min: 1, Max: 1, Version: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	fed := rollup.Row{Key: rollup.Key{Tenant: "acme", Device: "c", Metric: "x", Minute: m2}, Writer: rollup.RebuildWriter,
+		Count: 1, Sum: 2, Min: 2, Max: 2, FirstTS: m2, FirstValue: 2, LastTS: m2, LastValue: 2, Version: 9}
+	dst := &rowsReader{Store: rs, feedRow: &fed}
+
+	res, err := Rebuild(ctx, raw, dst, "acme", "", day.Start(), day.End(), 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(dst.read, []string{"b"}) || !dst.injected {
+		t.Errorf("rows read of %q (feed row stored: %v), want only b's", dst.read, dst.injected)
+	}
+	if res.DeviceDays != 3 || res.Written != 7 || res.Retracted != 1 {
+		t.Errorf("first rebuild: %+v, want 3 device-days, 6 rows and b's partial row retracted", res)
+	}
+	rows, err := rs.Rows(ctx, rollup.Filter{Tenant: "acme", Device: "c", From: day.Start(), To: day.End()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(rows, func(x, y rollup.Row) int { return int(x.Minute - y.Minute) })
+	if len(rows) != 2 || rows[0].Version != 3 || rows[1].Version != 9 || rows[1].Count != 1 {
+		t.Errorf("c's rows: %+v, want minute 1 of the rebuild and minute 2 of the feed, one each", rows)
+	}
+	v, err := Verify(ctx, raw, rs, "acme", day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Devices != 3 || v.RawRows != 6 || v.RollupRows != 6 || len(v.Mismatches) != 0 {
+		t.Errorf("verify after the rebuild: %+v, want 3 devices, 6 values each side, no mismatch", v)
+	}
+
+	// Every device has rollups now: a second rebuild reads them all and
+	// replaces its own rows.
+	dst.read, dst.feedRow = nil, nil
+	res, err = Rebuild(ctx, raw, dst, "acme", "", day.Start(), day.End(), 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(dst.read, []string{"a", "b", "c"}) || res.Written != 6 || res.Retracted != 0 {
+		t.Errorf("second rebuild read %q and did %+v, want a, b and c read, 6 rows written, none retracted", dst.read, res)
+	}
+}
+
+// A rebuild inserts the rows of many device-days together, not one synced
+// insert each, and reports a device-day done only once its rows are
+// stored: when the insert fails, none is reported and the error names the
+// device-days whose rows were lost.
+func TestRebuildBatchesInserts(t *testing.T) {
+	ctx := t.Context()
+	raw, rs := openRawAndRollups(t)
+	day := model.DayOf(base.UnixMilli())
+	for _, device := range []string{"a", "b", "c"} {
+		pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: device, Day: day}.Partition(0)
+		if err := raw.Commit(ctx, &store.Batch{
+			Partitions: []store.PartitionWrite{{Key: pk, Readings: []model.ReadingRow{{TS: day.Start(), Metric: "x", Value: 1}}}},
+			Catalogue:  []model.PartitionInfo{{Key: pk, Rows: 1, Bytes: 30, MinTS: day.Start(), MaxTS: day.Start(), State: "single"}},
+			Version:    1,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst := &rowsReader{Store: rs, fail: errors.New("disk full")}
+	var steps []Progress
+	note := func(p Progress) { steps = append(steps, p) }
+	_, err := Rebuild(ctx, raw, dst, "acme", "", day.Start(), day.End(), 2, note)
+	if err == nil || !strings.Contains(err.Error(), `"a"`) || !strings.Contains(err.Error(), `"c"`) || len(steps) != 0 {
+		t.Errorf("rebuild with a failing insert: %v, %d device-days reported; want an error naming a to c and none reported", err, len(steps))
+	}
+	dst.fail, dst.inserts = nil, 0
+	res, err := Rebuild(ctx, raw, dst, "acme", "", day.Start(), day.End(), 3, note)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dst.inserts != 1 || res.DeviceDays != 3 || len(steps) != 3 || steps[2] != (Progress{Done: 3, Total: 3, Device: "c", Day: day}) {
+		t.Errorf("rebuild of three devices: %d inserts, %+v, progress %+v; want one insert and three device-days reported", dst.inserts, res, steps)
+	}
 }
