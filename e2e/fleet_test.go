@@ -36,9 +36,13 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/sluicehq/sluice/internal/membudget"
 	"github.com/sluicehq/sluice/internal/model"
+	"github.com/sluicehq/sluice/internal/pebblelog"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/rollupstore"
 	"github.com/sluicehq/sluice/internal/store/pebblestore"
@@ -520,7 +524,7 @@ func BenchmarkFleetLimit(b *testing.B) {
 //     one Insert per batch; no marks, reads or outbox.
 func BenchmarkFleetLimitModel(b *testing.B) {
 	for _, devices := range fleetSizes(b) {
-		for _, keys := range []limitKeys{{catalogue: true}, {rollups: true}} {
+		for _, keys := range []limitKeys{{catalogue: true}, {rollups: true}, {daily: true}} {
 			b.Run(fmt.Sprintf("devices=%d/%s", devices, keys), func(b *testing.B) {
 				l := fleetLoad{Devices: devices, Readings: fleetReadings(b, devices), Batch: 1000, Clients: 8}
 				benchFleet(b, l, false, func() fleetResult { return runLimit(b, l, keys) })
@@ -529,12 +533,18 @@ func BenchmarkFleetLimitModel(b *testing.B) {
 	}
 }
 
-// limitKeys says what runLimit writes besides the readings.
-type limitKeys struct{ catalogue, rollups bool }
+// limitKeys says what runLimit writes besides the readings: a catalogue
+// entry per device-day, a rollup key per device-minute as the readings
+// come (rollups), or the day's rollups built after the last reading
+// (daily).
+type limitKeys struct{ catalogue, rollups, daily bool }
 
-// String names the keys for a benchmark: catalogue, rollups, both or none.
+// String names the keys for a benchmark: catalogue, rollups, both,
+// daily-rollups or none.
 func (k limitKeys) String() string {
 	switch {
+	case k.daily:
+		return "daily-rollups"
 	case k.catalogue && k.rollups:
 		return "catalogue+rollups"
 	case k.catalogue:
@@ -625,8 +635,132 @@ func runLimit(tb testing.TB, l fleetLoad, keys limitKeys) fleetResult {
 	}
 	wg.Wait()
 	acked := time.Since(start)
+	var built *pebble.DB
+	if keys.daily {
+		built = buildDailyRollups(tb, db, tb.TempDir(), plan)
+		defer built.Close()
+	}
 	idle := waitProcIdle(tb, self)
+	if built != nil {
+		// One key per device-minute of the load, no more, no fewer.
+		want := map[[2]int64]bool{}
+		for k := range l.Readings {
+			want[[2]int64{int64(k % l.Devices), rollup.MinuteOf(l.ts(yesterday, k))}] = true
+		}
+		if n := countKeys(tb, built); n != len(want) {
+			tb.Fatalf("the day's rollups hold %d device-minutes, want %d", n, len(want))
+		}
+	}
 	return fleetResult{acked: acked, idle: idle.at.Sub(start), cpu: idle.cpu - cpu0}
+}
+
+// countKeys counts the keys of db.
+func countKeys(tb testing.TB, db *pebble.DB) int {
+	tb.Helper()
+	it, err := db.NewIter(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	if err := it.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+// buildDailyRollups is the least a day's rollups cost when they are built
+// once, after the day, instead of as the readings come: the raw store read
+// in key order (device by device, each in time order), each device's
+// readings folded into rows with rollup.Builder, and the rows written in
+// the rollup store's own keys and values into one table file per hour of
+// the day (an hour's keys come device by device, so each file is written
+// in order), which a database opened with the rollup store's sizes then
+// ingests: no write-ahead log, memtable or compaction. Queries of a day
+// not built yet, late readings and several tenants are not modelled. It
+// returns the database, open.
+func buildDailyRollups(tb testing.TB, raw *pebble.DB, dir string, plan membudget.Plan) *pebble.DB {
+	tb.Helper()
+	opts := &pebble.Options{Logger: pebblelog.New(slog.New(slog.DiscardHandler), "daily"), FormatMajorVersion: pebble.FormatNewest,
+		MemTableSize: uint64(plan.RollupMemTable), L0CompactionThreshold: 16, L0StopWritesThreshold: 48}
+	opts.EnsureDefaults() // for the table files' writer options
+	db, err := pebble.Open(filepath.Join(dir, "rollups"), opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var files [24]*sstable.Writer
+	var paths []string
+	var key, val []byte
+	write := func(rows []rollup.Row) {
+		for i := 0; i < len(rows); {
+			j := i + 1
+			for j < len(rows) && rows[j].Minute == rows[i].Minute {
+				j++
+			}
+			h := int((rows[i].Minute - model.DayOf(rows[i].Minute).Start()) / 3_600_000)
+			if files[h] == nil {
+				path := filepath.Join(dir, fmt.Sprintf("%02d.sst", h))
+				f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+				if err != nil {
+					tb.Fatal(err)
+				}
+				files[h] = sstable.NewWriter(objstorageprovider.NewFileWritable(f), opts.MakeWriterOptions(0, db.TableFormat()))
+				paths = append(paths, path)
+			}
+			key, val = rollupstore.AppendMinute(key[:0], val[:0], rows[i:j])
+			if err := files[h].Merge(key, val); err != nil {
+				tb.Fatal(err)
+			}
+			i = j
+		}
+	}
+	it, err := raw.NewIter(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	version := uint64(time.Now().UnixNano())
+	var device []byte
+	var cells []model.ReadingRow
+	var rows []rollup.Row
+	var b rollup.Builder
+	for ok := it.First(); ok; ok = it.Next() {
+		series, got, err := pebblestore.DecodeReading(it.Key(), it.Value(), cells[:0])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cells = got
+		if device == nil || !bytes.Equal(series, device) {
+			if device != nil {
+				rows = b.Rows()
+				write(rows)
+			}
+			device = append(device[:0], series...)
+			b = rollup.NewBuilder(rows[:0], "acme", string(device), version)
+		}
+		for _, c := range cells {
+			b.Add(c.TS, &model.Metric{Name: c.Metric, Value: c.Value, Type: c.Type, Int: c.Int, Str: c.Str})
+		}
+	}
+	if err := it.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	if device != nil {
+		write(b.Rows())
+	}
+	for _, f := range files {
+		if f != nil {
+			if err := f.Close(); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	if err := db.Ingest(context.Background(), paths); err != nil {
+		_ = db.Close()
+		tb.Fatal(err)
+	}
+	return db
 }
 
 // BenchmarkFleetRollupRebuild is what the rollups of the fleet's day cost

@@ -136,6 +136,14 @@ func isMinuteKey(k []byte) bool {
 	return len(k) > 5 && k[4] == 0 && k[5]&minuteHour != 0
 }
 
+// AppendMinute appends to key and val the key and value that Insert merges
+// for run, the rows of one device-minute (tenant, device, minute, writer
+// and part) sorted by metric, each metric once. The benchmarks' limits use
+// it to write the store's own keys.
+func AppendMinute(key, val []byte, run []rollup.Row) ([]byte, []byte) {
+	return appendKey(key, &run[0]), appendMinuteValue(val, run)
+}
+
 // appendKey appends the key of r's device-minute.
 func appendKey(b []byte, r *rollup.Row) []byte {
 	b = minutePrefix(b, model.DayOf(r.Minute), hourOf(r.Minute))
@@ -291,8 +299,7 @@ func (s *Store) Insert(ctx context.Context, rows []rollup.Row) error {
 		if len(run) > 0 && &run[0] != &rows[i] {
 			scratch = run[:0]
 		}
-		k = appendKey(k[:0], &rows[i])
-		v = appendMinuteValue(v[:0], run)
+		k, v = AppendMinute(k[:0], v[:0], run)
 		if err := b.Merge(k, v, nil); err != nil {
 			return fmt.Errorf("insert rollup rows: %w", err)
 		}

@@ -124,6 +124,42 @@ func AppendReading(key, val []byte, pk model.PartitionKey, rows []model.ReadingR
 	return key, val
 }
 
+// DecodeReading is AppendReading's inverse, for the benchmarks' limits
+// that read the raw store back as the gateway would: the series of a
+// reading key (a view of key) and the reading's rows, appended to rows. A
+// key that is not a reading key (another table, or a per-metric key of an
+// older store) is an error.
+func DecodeReading(key, val []byte, rows []model.ReadingRow) (series []byte, out []model.ReadingRow, err error) {
+	rest, ok := bytes.CutPrefix(key, []byte{tabReadings})
+	if !ok || len(rest) < 4 {
+		return nil, rows, fmt.Errorf("reading key %x: %w", key, errCorrupt)
+	}
+	rest = rest[4:] // the day
+	for i := range 2 { // the tenant, then the series
+		n := bytes.IndexByte(rest, 0)
+		if n < 0 {
+			return nil, rows, fmt.Errorf("reading key %x: %w", key, errCorrupt)
+		}
+		if i == 1 {
+			series = rest[:n]
+		}
+		rest = rest[n+1:]
+	}
+	if len(rest) != 4+8 { // the sub-bucket and the timestamp
+		return nil, rows, fmt.Errorf("reading key %x: %w", key, errCorrupt)
+	}
+	ts := int64(binary.BigEndian.Uint64(rest[4:]) ^ 1<<63)
+	err = eachCell(val, func(name, cell []byte) error {
+		row := model.ReadingRow{TS: ts, Metric: string(name)}
+		if err := decodeReading(cell, &row); err != nil {
+			return fmt.Errorf("reading at %d, metric %s: %w", ts, name, err)
+		}
+		rows = append(rows, row)
+		return nil
+	})
+	return series, rows, err
+}
+
 // appendReadings stages the rows of one partition (pk's prefix in key) as
 // one merge per timestamp: store.LastOfEachCell puts them in (ts, metric)
 // order, the later row of a cell written twice in the batch winning, so

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -49,6 +50,11 @@ func TestAppendReadingMatchesCommit(t *testing.T) {
 		if !bytes.Equal(it.Key(), key) || !bytes.Equal(it.Value(), val) {
 			t.Errorf("reading %d: Commit wrote %x = %x, AppendReading gives %x = %x", i, it.Key(), it.Value(), key, val)
 		}
+		// And DecodeReading reads it back.
+		series, back, err := DecodeReading(it.Key(), it.Value(), nil)
+		if err != nil || string(series) != pk.Series || !slices.Equal(back, readings[i]) {
+			t.Errorf("reading %d: DecodeReading gives %q, %+v, %v; want %q, %+v", i, series, back, err, pk.Series, readings[i])
+		}
 		i++
 	}
 	if i != len(readings) {
@@ -89,6 +95,23 @@ func TestReadingValueFormat(t *testing.T) {
 		var r model.ReadingRow
 		if err := decodeReading(b, &r); !errors.Is(err, errCorrupt) {
 			t.Errorf("decode %s: %v, want a corrupt value", bad, err)
+		}
+	}
+}
+
+// DecodeReading refuses what is not a reading key of the current layout.
+func TestDecodeReadingRefuses(t *testing.T) {
+	pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: "pump-7", Day: 20_000}.Partition(0)
+	key, val := AppendReading(nil, nil, pk, []model.ReadingRow{{TS: model.Day(20_000).Start(), Metric: "rpm", Value: 1}})
+	for name, k := range map[string][]byte{
+		"empty":             nil,
+		"another table":     append([]byte{tabCatalogue}, key[1:]...),
+		"no series":         key[:7],
+		"a per-metric key":  append(bytes.Clone(key), "rpm"...),
+		"a short timestamp": key[:len(key)-1],
+	} {
+		if _, _, err := DecodeReading(k, val, nil); !errors.Is(err, errCorrupt) {
+			t.Errorf("%s: DecodeReading(%x) = %v, want a corrupt-key error", name, k, err)
 		}
 	}
 }
