@@ -134,7 +134,7 @@ func DecodeReading(key, val []byte, rows []model.ReadingRow) (series []byte, out
 	if !ok || len(rest) < 4 {
 		return nil, rows, fmt.Errorf("reading key %x: %w", key, errCorrupt)
 	}
-	rest = rest[4:] // the day
+	rest = rest[4:]    // the day
 	for i := range 2 { // the tenant, then the series
 		n := bytes.IndexByte(rest, 0)
 		if n < 0 {
