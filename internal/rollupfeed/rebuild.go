@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/reader"
 	"github.com/sluicehq/sluice/internal/rollup"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/wire"
 )
 
@@ -88,20 +89,68 @@ func Rebuild(ctx context.Context, raw Raw, dst Backend, tenant, device string, f
 		}
 		total += len(devs) - counted[i]
 		lo, hi := max(from, day.Start()), min(to, day.End())
-		for j, d := range devs {
+		// rebuild rebuilds devs[j] from readings, or from what the reader
+		// reads of it unless read.
+		rebuild := func(j int, readings []model.Reading, read bool) error {
 			if err := ctx.Err(); err != nil {
-				return res, err
+				return err
 			}
-			rows, err := rebuildDevice(ctx, raw, dst, tenant, d, day, lo, hi, version, rolled[j], &res)
+			if !read {
+				var err error
+				if readings, err = readAll(ctx, raw, tenant, devs[j], lo, hi); err != nil {
+					return err
+				}
+			}
+			rows, err := rebuildDevice(ctx, dst, tenant, devs[j], day, lo, hi, version, rolled[j], readings, &res)
 			if err != nil {
-				return res, err
+				return err
 			}
-			if err := b.add(ctx, rows, Progress{Done: res.DeviceDays, Total: total, Device: d, Day: day}); err != nil {
-				return res, err
+			return b.add(ctx, rows, Progress{Done: res.DeviceDays, Total: total, Device: devs[j], Day: day})
+		}
+		sc, scans := raw.(DayScanner)
+		if !scans || device != "" {
+			for j := range devs {
+				if err := rebuild(j, nil, false); err != nil {
+					return res, err
+				}
 			}
+			continue
+		}
+		// One pass over the day's readings, joined with the listing (both
+		// in byte order): a listed device the pass does not meet has no
+		// reading that day; one it meets that was not listed appeared
+		// after the listing, and is left as a device-at-a-time rebuild
+		// would leave it.
+		next := 0
+		err := sc.EachSeriesReadings(ctx, tenant, day, store.Range{From: lo, To: hi}, func(series string, readings []model.Reading, whole bool) error {
+			for ; next < len(devs) && devs[next] < series; next++ {
+				if err := rebuild(next, nil, true); err != nil {
+					return err
+				}
+			}
+			if next == len(devs) || devs[next] != series {
+				return nil
+			}
+			next++
+			return rebuild(next-1, readings, whole)
+		})
+		for ; err == nil && next < len(devs); next++ {
+			err = rebuild(next, nil, true)
+		}
+		if err != nil {
+			return res, err
 		}
 	}
 	return res, b.flush(ctx)
+}
+
+// DayScanner is a raw store that reads a tenant's readings of a day in one
+// pass, device by device (the embedded store: pebblestore.Store). A rebuild
+// of every device of a day uses it instead of reading each device's
+// catalogue and partitions in turn; a device it cannot hand over whole
+// (whole false) is read through the reader.
+type DayScanner interface {
+	EachSeriesReadings(ctx context.Context, tenant string, day model.Day, r store.Range, fn func(series string, readings []model.Reading, whole bool) error) error
 }
 
 // rebuildBatchRows is how many rows a rebuild gathers, of as many devices
@@ -156,8 +205,8 @@ func (b *rebuildBatch) insert(ctx context.Context, rows []rollup.Row) error {
 }
 
 // rebuildDevice recomputes device's rollups over [lo, hi), whole minutes of
-// day, returns the rows that replace what the backend holds there, and
-// adds them to res. hasRollups says the backend listed the device among
+// day, from its readings there, returns the rows that replace what the
+// backend holds there, and adds them to res. hasRollups says the backend listed the device among
 // those with rollups on day when the rebuild began; one it did not list
 // has no rows to replace or retract, so they are not read (on the
 // embedded store, two thirds of a first rebuild's CPU went into reading
@@ -165,14 +214,11 @@ func (b *rebuildBatch) insert(ctx context.Context, rows []rollup.Row) error {
 // feed stores for the device meanwhile carry the rebuild's writer and
 // part, so of those and the rebuild's own the higher version stands, as
 // when they were read.
-func rebuildDevice(ctx context.Context, raw Raw, dst Backend, tenant, device string, day model.Day, lo, hi int64, version uint64, hasRollups bool, res *RebuildResult) ([]rollup.Row, error) {
-	readings, err := readAll(ctx, raw, tenant, device, lo, hi)
-	if err != nil {
-		return nil, err
-	}
+func rebuildDevice(ctx context.Context, dst Backend, tenant, device string, day model.Day, lo, hi int64, version uint64, hasRollups bool, readings []model.Reading, res *RebuildResult) ([]rollup.Row, error) {
 	rows := rollup.Compute(tenant, device, readings, version)
 	var old []rollup.Row
 	if hasRollups {
+		var err error
 		if old, err = dst.Rows(ctx, rollup.Filter{Tenant: tenant, Device: device, From: lo, To: hi}); err != nil {
 			return nil, fmt.Errorf("read rollups of %q on %s: %w", device, day, err)
 		}

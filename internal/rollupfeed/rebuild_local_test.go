@@ -3,6 +3,7 @@ package rollupfeed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -272,5 +273,90 @@ func TestRebuildBatchesInserts(t *testing.T) {
 	}
 	if dst.inserts != 1 || res.DeviceDays != 3 || len(steps) != 3 || steps[2] != (Progress{Done: 3, Total: 3, Device: "c", Day: day}) {
 		t.Errorf("rebuild of three devices: %d inserts, %+v, progress %+v; want one insert and three device-days reported", dst.inserts, res, steps)
+	}
+}
+
+// hideScanner is a raw store without its one-pass day scan.
+type hideScanner struct{ Raw }
+
+// catalogueCounter counts the catalogue reads made through it.
+type catalogueCounter struct {
+	*pebblestore.Store
+	reads []string
+}
+
+func (c *catalogueCounter) Catalogue(ctx context.Context, sd model.SeriesDay) ([]model.PartitionInfo, error) {
+	c.reads = append(c.reads, sd.Series)
+	return c.Store.Catalogue(ctx, sd)
+}
+
+// A rebuild of every device of the embedded store reads the day in one
+// pass and gives exactly what a device-at-a-time rebuild gives: the same
+// rows and tombstones, the same result. Only the device split over two
+// partitions is read through the reader.
+func TestRebuildOnePassMatchesDeviceAtATime(t *testing.T) {
+	ctx := t.Context()
+	raw, one := openRawAndRollups(t)
+	each, err := rollupstore.Open(filepath.Join(t.TempDir(), "each"), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer each.Close()
+	day := model.DayOf(base.UnixMilli())
+	write := func(device string, sub uint32, ts ...int64) {
+		t.Helper()
+		pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: device, Day: day}.Partition(sub)
+		var rows []model.ReadingRow
+		for i, at := range ts {
+			rows = append(rows, model.ReadingRow{TS: at, Metric: "x", Value: float64(i)}, model.ReadingRow{TS: at, Metric: "y", Type: model.TypeInt, Int: int64(i)})
+		}
+		if err := raw.Commit(ctx, &store.Batch{
+			Partitions: []store.PartitionWrite{{Key: pk, Readings: rows}},
+			Catalogue:  []model.PartitionInfo{{Key: pk, Rows: int64(len(rows)), Bytes: 1 << 20, MinTS: day.Start(), MaxTS: day.End() - 1, State: "single"}},
+			Version:    1,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := func(i int64) int64 { return day.Start() + i*rollup.MinuteMillis + 7 }
+	write("a", 0, m(1), m(1)+5, m(2))
+	write("b", 0, m(600), m(1439)) // the second outside the rebuilt range
+	write("c", 0, m(3), m(4))
+	write("c", 1<<24|1, m(4), m(5)) // split; minute 4 in both partitions
+	write("d", 0, m(1000))          // outside the range only
+	ghost := rollup.Key{Tenant: "acme", Device: "e", Metric: "x", Minute: m(7) - 7}
+	for _, rs := range []*rollupstore.Store{one, each} {
+		if err := rs.Insert(ctx, []rollup.Row{{Key: ghost, Writer: 1, Count: 2, Sum: 2, Min: 1, Max: 1, Version: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from, to := day.Start(), day.Start()+900*rollup.MinuteMillis
+	counted := &catalogueCounter{Store: raw}
+	gotOne, err := Rebuild(ctx, counted, one, "acme", "", from, to, 5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotEach, err := Rebuild(ctx, hideScanner{raw}, each, "acme", "", from, to, 5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotOne != gotEach || gotOne.DeviceDays != 5 || gotOne.Retracted != 1 {
+		t.Errorf("one pass %+v, device at a time %+v; want the same, 5 device-days, the ghost retracted", gotOne, gotEach)
+	}
+	if !slices.Equal(counted.reads, []string{"c"}) {
+		t.Errorf("catalogues read %q, want only the split device's", counted.reads)
+	}
+	rowsOf := func(rs *rollupstore.Store) []rollup.Row {
+		rows, err := rs.Rows(ctx, rollup.Filter{Tenant: "acme", From: day.Start(), To: day.End()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.SortFunc(rows, func(x, y rollup.Row) int {
+			return strings.Compare(fmt.Sprint(x.Key, x.Writer, x.Part), fmt.Sprint(y.Key, y.Writer, y.Part))
+		})
+		return rows
+	}
+	if a, b := rowsOf(one), rowsOf(each); len(a) == 0 || !cmp.Equal(a, b) {
+		t.Errorf("rows after a one-pass rebuild:\n%+v\nafter a device-at-a-time one:\n%+v", a, b)
 	}
 }
