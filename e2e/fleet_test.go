@@ -774,24 +774,31 @@ func BenchmarkFleetRollupRebuild(b *testing.B) {
 	for _, devices := range fleetSizes(b) {
 		b.Run(fmt.Sprintf("devices=%d", devices), func(b *testing.B) {
 			l := fleetLoad{Devices: devices, Readings: fleetReadings(b, devices), Batch: 1000, Clients: 8}
-			var cpu, wall time.Duration
+			var cpu, wall, verify time.Duration
 			var rows float64
 			for range b.N {
-				c, w, r := runRebuild(b, l)
-				cpu, wall, rows = cpu+c, wall+w, rows+r
+				r := runRebuild(b, l)
+				cpu, wall, verify, rows = cpu+r.cpu, wall+r.wall, verify+r.verify, rows+r.rows
 			}
 			n := float64(l.Readings) * float64(b.N)
 			b.ReportMetric(cpu.Seconds()/n*1e6, "CPU-s/M")
 			b.ReportMetric(wall.Seconds()/float64(b.N), "rebuild_s")
+			b.ReportMetric(verify.Seconds()/float64(b.N), "verify_s")
 			b.ReportMetric(rows/n, "rollup_rows/reading")
 		})
 	}
 }
 
-// runRebuild ingests l with rollups off, rebuilds its day with rollups on,
-// and returns the gateway's CPU for the rebuild (until idle), its wall time
-// and the rows it wrote.
-func runRebuild(tb testing.TB, l fleetLoad) (cpu, wall time.Duration, rows float64) {
+// rebuilt is what runRebuild measured.
+type rebuilt struct {
+	cpu, wall time.Duration // the rebuild's: the gateway's CPU until idle, and its request
+	verify    time.Duration // the verification of the day after it
+	rows      float64       // rows the rebuild wrote
+}
+
+// runRebuild ingests l with rollups off, rebuilds its day with rollups on
+// and verifies it (every device exact), through the query CLI.
+func runRebuild(tb testing.TB, l fleetLoad) rebuilt {
 	tb.Helper()
 	dir := tb.TempDir()
 	yesterday := day(1)
@@ -799,25 +806,49 @@ func runRebuild(tb testing.TB, l fleetLoad) (cpu, wall time.Duration, rows float
 	measure(tb, g.cmd.Process.Pid, l, g.url+l.path(), yesterday,
 		func(err error) { tb.Fatalf("%v\n%s", err, tail(g.logs(), 4000)) }, func() {})
 	g.stop()
-	g = startGateway(tb, dir, "SLUICE_ROLLUPS_ENABLED=true")
+	// A verification of a large fleet's day may outlast the default
+	// read.timeout (30 s); verify_s says whether it did.
+	g = startGateway(tb, dir, "SLUICE_ROLLUPS_ENABLED=true", "SLUICE_READ_TIMEOUT=10m", "SLUICE_HTTP_WRITE_TIMEOUT=11m")
 	defer g.stop()
 	pid := g.cmd.Process.Pid
 	idle := waitProcIdle(tb, pid)
-	start := time.Now()
+	var res rebuilt
+	var r wire.RebuildResult
+	res.wall = runQuery(tb, g, &r, "rollups", "rebuild", "--from", yesterday.Format(time.RFC3339), "--to", yesterday.Add(24*time.Hour).Format(time.RFC3339))
+	res.cpu = waitProcIdle(tb, pid).cpu - idle.cpu
+	if r.DeviceDays != l.Devices {
+		tb.Fatalf("rebuild: %+v, want %d device-days", r, l.Devices)
+	}
+	res.rows = float64(r.Written)
+	var v struct {
+		Devices    int               `json:"devices"`
+		Mismatches []json.RawMessage `json:"mismatches"`
+	}
+	res.verify = runQuery(tb, g, &v, "rollups", "verify", "--timeout", "10m", "--day", yesterday.Format(time.DateOnly))
+	if v.Devices != l.Devices || len(v.Mismatches) != 0 {
+		tb.Fatalf("verify after the rebuild: %d devices, %d mismatches; want %d and none", v.Devices, len(v.Mismatches), l.Devices)
+	}
+	return res
+}
+
+// runQuery runs the query CLI against g with --format json, decodes its
+// output into v and returns how long it ran.
+func runQuery(tb testing.TB, g *gateway, v any, args ...string) time.Duration {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "query"), "rollups", "rebuild", "--format", "json",
-		"--from", yesterday.Format(time.RFC3339), "--to", yesterday.Add(24*time.Hour).Format(time.RFC3339))
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "query"), append(args, "--format", "json")...)
 	cmd.Env = append(os.Environ(), "SLUICE_URL="+g.url, "SLUICE_TOKEN="+token)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	wall = time.Since(start)
-	out, errOut := stdout.String(), stderr.String()
-	done := waitProcIdle(tb, pid)
-	var r wire.RebuildResult
-	if err := json.Unmarshal(stdout.Bytes(), &r); runErr != nil || err != nil || r.DeviceDays != l.Devices {
-		tb.Fatalf("rebuild: %v, %v: %+v want %d device-days\n%s\n%s", runErr, err, r, l.Devices, tail(out, 2000), tail(errOut, 2000))
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	if err != nil {
+		tb.Fatalf("query %s: %v\n%s\n%s", strings.Join(args, " "), err, tail(stdout.String(), 2000), tail(stderr.String(), 2000))
 	}
-	return done.cpu - idle.cpu, wall, float64(r.Written)
+	if err := json.Unmarshal(stdout.Bytes(), v); err != nil {
+		tb.Fatalf("query %s: %v\n%s", strings.Join(args, " "), err, tail(stdout.String(), 2000))
+	}
+	return took
 }

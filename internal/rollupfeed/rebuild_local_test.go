@@ -359,4 +359,60 @@ func TestRebuildOnePassMatchesDeviceAtATime(t *testing.T) {
 	if a, b := rowsOf(one), rowsOf(each); len(a) == 0 || !cmp.Equal(a, b) {
 		t.Errorf("rows after a one-pass rebuild:\n%+v\nafter a device-at-a-time one:\n%+v", a, b)
 	}
+
+	// Verify reads the day in one pass too, and finds the same: here b's
+	// minute 1439, outside the rebuilt range, and d's minute 1000 have no
+	// rollups, and a gateway's row of a's minute 1 counts a reading more.
+	extra := rollup.Key{Tenant: "acme", Device: "a", Metric: "x", Minute: m(1) - 7}
+	if err := one.Insert(ctx, []rollup.Row{{Key: extra, Writer: 3, Count: 1, Sum: 1, Min: 1, Max: 1, Version: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	counted.reads = nil
+	vOne, err := Verify(ctx, counted, one, "acme", day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vEach, err := Verify(ctx, hideScanner{raw}, one, "acme", day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cmp.Equal(vOne, vEach) || len(vOne.Mismatches) != 5 || vOne.Devices != 4 {
+		t.Errorf("verify in one pass:\n%+v\ndevice at a time:\n%+v\nwant the same, 4 devices and 5 mismatches (a's x; b's and d's x and y)", vOne, vEach)
+	}
+	if !slices.Equal(counted.reads, []string{"c"}) {
+		t.Errorf("verify read the catalogues of %q, want only the split device's", counted.reads)
+	}
+}
+
+// noRows is a rollup store whose Rows fails: what reads through it must
+// stream its rows.
+type noRows struct{ *rollupstore.Store }
+
+func (noRows) Rows(context.Context, rollup.Filter) ([]rollup.Row, error) {
+	return nil, errors.New("rows gathered")
+}
+
+// Verify folds the embedded rollup store's rows as it reads them
+// (EachRow), never gathering a chunk's rows, and finds what it finds
+// otherwise.
+func TestVerifyStreamsRollupRows(t *testing.T) {
+	ctx := t.Context()
+	raw, rs := openRawAndRollups(t)
+	day := model.DayOf(base.UnixMilli())
+	pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: "a", Day: day}.Partition(0)
+	if err := raw.Commit(ctx, &store.Batch{
+		Partitions: []store.PartitionWrite{{Key: pk, Readings: []model.ReadingRow{{TS: day.Start(), Metric: "x", Value: 1}}}},
+		Catalogue:  []model.PartitionInfo{{Key: pk, Rows: 1, Bytes: 30, MinTS: day.Start(), MaxTS: day.Start(), State: "single"}},
+		Version:    1,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Insert(ctx, []rollup.Row{{Key: rollup.Key{Tenant: "acme", Device: "a", Metric: "x", Minute: day.Start()}, Writer: rollup.RebuildWriter,
+		Count: 2, Sum: 2, Min: 1, Max: 1, Version: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := Verify(ctx, raw, noRows{rs}, "acme", day)
+	if err != nil || v.Devices != 1 || len(v.Mismatches) != 1 || v.Mismatches[0].Rollup != 2 {
+		t.Errorf("verify: %+v, %v; want one device whose rollups count 2 values where the raw store has 1", v, err)
+	}
 }

@@ -316,19 +316,31 @@ func (s *Store) Insert(ctx context.Context, rows []rollup.Row) error {
 // of each day that has rows, and a day's rows in the legacy layout if it
 // has any.
 func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error) {
+	var out []rollup.Row
+	if err := s.EachRow(ctx, f, func(r rollup.Row) { out = append(out, r) }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// EachRow calls fn with the rows Rows returns, as it reads them, holding
+// none (but on a day that also holds keys of an older layout, whose rows
+// are gathered to keep each one's highest version, as Rows does): for a
+// reader that folds them, whose memory then does not grow with the rows.
+// Each row is fn's to keep.
+func (s *Store) EachRow(ctx context.Context, f rollup.Filter, fn func(r rollup.Row)) error {
 	from, to := rollup.MinuteOf(f.From), f.To
 	if to <= from {
-		return nil, nil
+		return nil
 	}
 	first, last := model.DayOf(from), model.DayOf(to-1)
 	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: dayPrefix(nil, first), UpperBound: dayPrefix(nil, last+1)})
 	if err != nil {
-		return nil, fmt.Errorf("read rollup rows: %w", err)
+		return fmt.Errorf("read rollup rows: %w", err)
 	}
-	var out []rollup.Row
 	live := func(r rollup.Row) {
 		if r.Count > 0 {
-			out = append(out, r)
+			fn(r)
 		}
 	}
 	for day := first; day <= last; day++ {
@@ -336,7 +348,7 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 		if !it.SeekGE(dayPrefix(nil, day)) {
 			if err := it.Error(); err != nil {
 				_ = it.Close()
-				return nil, fmt.Errorf("read rollup rows: %w", err)
+				return fmt.Errorf("read rollup rows: %w", err)
 			}
 			break
 		}
@@ -353,7 +365,7 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 		hasHour, legacy, err := oldLayouts(it, day)
 		if err != nil {
 			_ = it.Close()
-			return nil, fmt.Errorf("read rollup rows: %w", err)
+			return fmt.Errorf("read rollup rows: %w", err)
 		}
 		emit := live
 		var both map[rowID]rollup.Row
@@ -372,19 +384,19 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 		for h := lo; h <= hi; h++ {
 			if err := scanMinutes(it, minutePrefix(nil, day, h), f, from, to, emit); err != nil {
 				_ = it.Close()
-				return nil, err
+				return err
 			}
 		}
 		for h := lo; h <= hi && hasHour; h++ {
 			if err := scanUnder(it, hourPrefix(nil, day, h), f, from, to, emit); err != nil {
 				_ = it.Close()
-				return nil, err
+				return err
 			}
 		}
 		if legacy {
 			if err := scanUnder(it, dayPrefix(nil, day), f, from, to, emit); err != nil {
 				_ = it.Close()
-				return nil, err
+				return err
 			}
 		}
 		if both != nil {
@@ -396,9 +408,9 @@ func (s *Store) Rows(ctx context.Context, f rollup.Filter) ([]rollup.Row, error)
 		}
 	}
 	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("read rollup rows: %w", err)
+		return fmt.Errorf("read rollup rows: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // oldLayouts reports whether day holds keys in the by-hour and in the
