@@ -128,6 +128,20 @@ func TestRebuildEveryDeviceOfEachDay(t *testing.T) {
 	}
 }
 
+// commitDay commits rows to partition sub of device's day on the raw
+// store, with a catalogue entry that spans the day.
+func commitDay(t *testing.T, raw *pebblestore.Store, device string, day model.Day, sub uint32, rows ...model.ReadingRow) {
+	t.Helper()
+	pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: device, Day: day}.Partition(sub)
+	if err := raw.Commit(t.Context(), &store.Batch{
+		Partitions: []store.PartitionWrite{{Key: pk, Readings: rows}},
+		Catalogue:  []model.PartitionInfo{{Key: pk, Rows: int64(len(rows)), Bytes: 1 << 20, MinTS: day.Start(), MaxTS: day.End() - 1, State: "single"}},
+		Version:    1,
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // openRawAndRollups opens an embedded raw store and rollup store, closed
 // when the test ends.
 func openRawAndRollups(t *testing.T) (*pebblestore.Store, *rollupstore.Store) {
@@ -183,14 +197,7 @@ func TestRebuildReadsRowsOfListedDevicesOnly(t *testing.T) {
 	day := model.DayOf(base.UnixMilli())
 	m1, m2 := day.Start(), day.Start()+rollup.MinuteMillis
 	for _, device := range []string{"a", "b", "c"} {
-		pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: device, Day: day}.Partition(0)
-		if err := raw.Commit(ctx, &store.Batch{
-			Partitions: []store.PartitionWrite{{Key: pk, Readings: []model.ReadingRow{{TS: m1, Metric: "x", Value: 1}, {TS: m2, Metric: "x", Value: 2}}}},
-			Catalogue:  []model.PartitionInfo{{Key: pk, Rows: 2, Bytes: 60, MinTS: m1, MaxTS: m2, State: "single"}},
-			Version:    1,
-		}); err != nil {
-			t.Fatal(err)
-		}
+		commitDay(t, raw, device, day, 0, model.ReadingRow{TS: m1, Metric: "x", Value: 1}, model.ReadingRow{TS: m2, Metric: "x", Value: 2})
 	}
 	// b has a gateway's partial row of minute 1, which the rebuild must
 	// retract, and c none; the feed stores c's minute 2 while the rebuild
@@ -250,14 +257,7 @@ func TestRebuildBatchesInserts(t *testing.T) {
 	raw, rs := openRawAndRollups(t)
 	day := model.DayOf(base.UnixMilli())
 	for _, device := range []string{"a", "b", "c"} {
-		pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: device, Day: day}.Partition(0)
-		if err := raw.Commit(ctx, &store.Batch{
-			Partitions: []store.PartitionWrite{{Key: pk, Readings: []model.ReadingRow{{TS: day.Start(), Metric: "x", Value: 1}}}},
-			Catalogue:  []model.PartitionInfo{{Key: pk, Rows: 1, Bytes: 30, MinTS: day.Start(), MaxTS: day.Start(), State: "single"}},
-			Version:    1,
-		}); err != nil {
-			t.Fatal(err)
-		}
+		commitDay(t, raw, device, day, 0, model.ReadingRow{TS: day.Start(), Metric: "x", Value: 1})
 	}
 	dst := &rowsReader{Store: rs, fail: errors.New("disk full")}
 	var steps []Progress
@@ -305,18 +305,11 @@ func TestRebuildOnePassMatchesDeviceAtATime(t *testing.T) {
 	day := model.DayOf(base.UnixMilli())
 	write := func(device string, sub uint32, ts ...int64) {
 		t.Helper()
-		pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: device, Day: day}.Partition(sub)
 		var rows []model.ReadingRow
 		for i, at := range ts {
 			rows = append(rows, model.ReadingRow{TS: at, Metric: "x", Value: float64(i)}, model.ReadingRow{TS: at, Metric: "y", Type: model.TypeInt, Int: int64(i)})
 		}
-		if err := raw.Commit(ctx, &store.Batch{
-			Partitions: []store.PartitionWrite{{Key: pk, Readings: rows}},
-			Catalogue:  []model.PartitionInfo{{Key: pk, Rows: int64(len(rows)), Bytes: 1 << 20, MinTS: day.Start(), MaxTS: day.End() - 1, State: "single"}},
-			Version:    1,
-		}); err != nil {
-			t.Fatal(err)
-		}
+		commitDay(t, raw, device, day, sub, rows...)
 	}
 	m := func(i int64) int64 { return day.Start() + i*rollup.MinuteMillis + 7 }
 	write("a", 0, m(1), m(1)+5, m(2))
@@ -399,14 +392,7 @@ func TestVerifyStreamsRollupRows(t *testing.T) {
 	ctx := t.Context()
 	raw, rs := openRawAndRollups(t)
 	day := model.DayOf(base.UnixMilli())
-	pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: "a", Day: day}.Partition(0)
-	if err := raw.Commit(ctx, &store.Batch{
-		Partitions: []store.PartitionWrite{{Key: pk, Readings: []model.ReadingRow{{TS: day.Start(), Metric: "x", Value: 1}}}},
-		Catalogue:  []model.PartitionInfo{{Key: pk, Rows: 1, Bytes: 30, MinTS: day.Start(), MaxTS: day.Start(), State: "single"}},
-		Version:    1,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	commitDay(t, raw, "a", day, 0, model.ReadingRow{TS: day.Start(), Metric: "x", Value: 1})
 	if err := rs.Insert(ctx, []rollup.Row{{Key: rollup.Key{Tenant: "acme", Device: "a", Metric: "x", Minute: day.Start()}, Writer: rollup.RebuildWriter,
 		Count: 2, Sum: 2, Min: 1, Max: 1, Version: 1}}); err != nil {
 		t.Fatal(err)
