@@ -677,8 +677,9 @@ func countKeys(tb testing.TB, db *pebble.DB) int {
 // readings folded into rows with rollup.Builder, and the rows written in
 // the rollup store's own keys and values into one table file per hour of
 // the day (an hour's keys come device by device, so each file is written
-// in order), which a database opened with the rollup store's sizes then
-// ingests: no write-ahead log, memtable or compaction. Queries of a day
+// in order), which a database opened with the rollup store's sizes (not
+// its merger: nothing here merges) then ingests: no write-ahead log,
+// memtable or compaction. Queries of a day
 // not built yet, late readings and several tenants are not modelled. It
 // returns the database, open.
 func buildDailyRollups(tb testing.TB, raw *pebble.DB, dir string, plan membudget.Plan) *pebble.DB {

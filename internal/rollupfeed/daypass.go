@@ -3,6 +3,7 @@ package rollupfeed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 
 	"github.com/sluicehq/sluice/internal/model"
@@ -19,6 +20,8 @@ type dayPass struct {
 	err     *error   // the pass's own, once it ended
 	pending *scanned // met by the pass, not yet asked for
 	ended   bool
+	last    string // the device asked for last
+	asked   bool
 }
 
 // scanned is one device of the pass.
@@ -63,16 +66,24 @@ func (p *dayPass) take(d string) (readings []model.Reading, have bool, err error
 	if p.next == nil {
 		return nil, false, nil
 	}
+	if p.asked && d <= p.last {
+		// Taken as having no readings, it would lose them.
+		return nil, false, fmt.Errorf("device %q asked for after %q: a day pass hands devices out in order", d, p.last)
+	}
+	p.last, p.asked = d, true
 	for {
 		if p.pending == nil && !p.ended {
 			s, ok := p.next()
 			if !ok {
 				p.ended = true
-				if err := *p.err; err != nil && !errors.Is(err, errPassStopped) {
-					return nil, false, err
-				}
 			} else {
 				p.pending = &s
+			}
+		}
+		if p.ended {
+			// The pass's error stands for every device asked for after it.
+			if err := *p.err; err != nil && !errors.Is(err, errPassStopped) {
+				return nil, false, err
 			}
 		}
 		switch {

@@ -55,7 +55,10 @@ type RebuildResult = wire.RebuildResult
 // rollups in the backend. Only one day's device names are held at a time:
 // the days after the first are counted before the rebuild starts, for
 // progress, and listed again when their turn comes (a device that appears
-// meanwhile raises Progress.Total then).
+// meanwhile raises Progress.Total then). Rows are stored a batch of
+// devices at a time, and a device-day reported (progress) once its rows
+// are; on an error the result also counts the rows gathered and not yet
+// stored.
 func Rebuild(ctx context.Context, raw Raw, dst Backend, tenant, device string, from, to int64, version uint64, progress func(Progress)) (RebuildResult, error) {
 	if _, err := model.SpanDays(from, to); err != nil {
 		return RebuildResult{}, fmt.Errorf("rebuild range: %w", err)
@@ -146,9 +149,9 @@ func (rb *rebuilder) day(ctx context.Context, pass *dayPass, day model.Day, lo, 
 
 // DayScanner is a raw store that reads a tenant's readings of a day in one
 // pass, device by device (the embedded store: pebblestore.Store). A rebuild
-// of every device of a day uses it instead of reading each device's
-// catalogue and partitions in turn; a device it cannot hand over whole
-// (whole false) is read through the reader.
+// of every device of a day, and a verification, use it instead of reading
+// each device's catalogue and partitions in turn; a device it cannot hand
+// over whole (whole false) is read through the reader.
 type DayScanner interface {
 	EachSeriesReadings(ctx context.Context, tenant string, day model.Day, r store.Range, fn func(series string, readings []model.Reading, whole bool) error) error
 }
@@ -177,11 +180,17 @@ func (b *rebuildBatch) add(ctx context.Context, rows []rollup.Row, p Progress) e
 		return b.insert(ctx, rows)
 	}
 	b.rows = append(b.rows, rows...)
-	if len(b.rows) < rebuildBatchRows {
+	// Device-days without rows (none in the range) end a batch too, now
+	// and then: their progress is neither held back nor gathered without
+	// bound.
+	if len(b.rows) < rebuildBatchRows && len(b.done) < rebuildBatchDays {
 		return nil
 	}
 	return b.flush(ctx)
 }
+
+// rebuildBatchDays is the most device-days a batch gathers.
+const rebuildBatchDays = 4096
 
 // flush inserts the rows gathered, then reports their device-days.
 func (b *rebuildBatch) flush(ctx context.Context) error { return b.insert(ctx, b.rows) }
@@ -206,15 +215,19 @@ func (b *rebuildBatch) insert(ctx context.Context, rows []rollup.Row) error {
 
 // rebuildDevice recomputes device's rollups over [lo, hi), whole minutes of
 // day, from its readings there, returns the rows that replace what the
-// backend holds there, and adds them to res. hasRollups says the backend listed the device among
-// those with rollups on day when the rebuild began; one it did not list
-// has no rows to replace or retract, so they are not read (on the
-// embedded store, two thirds of a first rebuild's CPU went into reading
-// each device's hours for nothing; docs/benchmarks.md, item 35). Rows the
-// feed stores for the device meanwhile carry the rebuild's writer and
-// part, so of those and the rebuild's own the higher version stands, as
-// when they were read.
-func rebuildDevice(ctx context.Context, dst Backend, tenant, device string, day model.Day, lo, hi int64, version uint64, hasRollups bool, readings []model.Reading, res *RebuildResult) ([]rollup.Row, error) {
+// backend holds there, and adds them to res. hasRollups says the backend
+// listed the device among those with rollups on day when the rebuild
+// listed that day; one it did not list has no rows to replace or retract,
+// so they are not read (on the embedded store, two thirds of a first
+// rebuild's CPU went into reading each device's hours for nothing;
+// docs/benchmarks.md, item 35). Rows the feed stores for the device
+// meanwhile carry the rebuild's writer and part, so of those and the
+// rebuild's own the higher version stands, as when they were read. Rows
+// of another writer or part (earlier versions of Sluice wrote such) that
+// reach the backend after the listing, from such a gateway's outbox, are
+// not retracted.
+func rebuildDevice(ctx context.Context, dst Backend, tenant, device string, day model.Day, lo, hi int64, version uint64,
+	hasRollups bool, readings []model.Reading, res *RebuildResult) ([]rollup.Row, error) {
 	rows := rollup.Compute(tenant, device, readings, version)
 	var old []rollup.Row
 	if hasRollups {
@@ -333,10 +346,13 @@ type VerifyResult struct {
 // first and last values are not compared: a sum's rounding depends on the
 // order of its terms, which partial rows of earlier gateways change.) The
 // devices are those with a catalogue entry in the raw store or rollups on
-// day; their raw readings are read one device at a time, their rollups
-// verifyChunk devices at a time, so that memory holds those of a chunk
-// rather than the day's (a day of a million devices has millions of rows).
-// A SessionStore's chunks are read through a session each.
+// day; their raw readings are read a device at a time (from one pass over
+// the day on a DayScanner, which then reads the day as it was when the
+// pass began: verify a day that is over), their rollups verifyChunk
+// devices at a time, folded as they are read on a backend that streams
+// them, so that memory holds those of a chunk rather than the day's (a day
+// of a million devices has millions of rows). A SessionStore's chunks are
+// read through a session each.
 func Verify(ctx context.Context, raw Raw, dst Backend, tenant string, day model.Day) (VerifyResult, error) {
 	return verify(ctx, raw, dst, tenant, day, verifyChunk, sessionsOf(raw))
 }

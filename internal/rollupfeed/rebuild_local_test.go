@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -218,7 +220,7 @@ func TestRebuildReadsRowsOfListedDevicesOnly(t *testing.T) {
 		t.Errorf("rows read of %q (feed row stored: %v), want only b's", dst.read, dst.injected)
 	}
 	if res.DeviceDays != 3 || res.Written != 7 || res.Retracted != 1 {
-		t.Errorf("first rebuild: %+v, want 3 device-days, 6 rows and b's partial row retracted", res)
+		t.Errorf("first rebuild: %+v, want 3 device-days, 7 rows written (6, and the retraction of b's partial row)", res)
 	}
 	rows, err := rs.Rows(ctx, rollup.Filter{Tenant: "acme", Device: "c", From: day.Start(), To: day.End()})
 	if err != nil {
@@ -400,5 +402,101 @@ func TestVerifyStreamsRollupRows(t *testing.T) {
 	v, err := Verify(ctx, raw, noRows{rs}, "acme", day)
 	if err != nil || v.Devices != 1 || len(v.Mismatches) != 1 || v.Mismatches[0].Rollup != 2 {
 		t.Errorf("verify: %+v, %v; want one device whose rollups count 2 values where the raw store has 1", v, err)
+	}
+}
+
+// failRowsOf is a rollup store whose Rows fails for one device, or, with
+// cancel set, cancels the rebuild's context there.
+type failRowsOf struct {
+	*rollupstore.Store
+	device string
+	cancel context.CancelFunc
+}
+
+func (f failRowsOf) Rows(ctx context.Context, fl rollup.Filter) ([]rollup.Row, error) {
+	if fl.Device == f.device {
+		if f.cancel == nil {
+			return nil, errors.New("rows failed")
+		}
+		f.cancel()
+	}
+	return f.Store.Rows(ctx, fl)
+}
+
+// A rebuild that fails in the middle of its pass over the day, or is
+// cancelled there, leaves no iterator of the raw store open (Close says
+// so otherwise) and no goroutine of the pass behind.
+func TestRebuildStoppedMidPassLeaksNothing(t *testing.T) {
+	for _, cancelled := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(t.Context())
+		raw, err := pebblestore.Open(filepath.Join(t.TempDir(), "raw"), pebblestore.Options{NoSync: true}, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := rollupstore.Open(filepath.Join(t.TempDir(), "rollups"), quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		day := model.DayOf(base.UnixMilli())
+		for i := range 30 {
+			commitDay(t, raw, fmt.Sprintf("d%02d", i), day, 0, model.ReadingRow{TS: day.Start() + int64(i), Metric: "x", Value: 1})
+		}
+		// d10 has rollups, so its rows are read: that read fails, or
+		// cancels the rebuild, with the pass at d10.
+		if err := rs.Insert(ctx, []rollup.Row{{Key: rollup.Key{Tenant: "acme", Device: "d10", Metric: "x", Minute: day.Start()}, Writer: 1, Count: 1, Version: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		goroutines := runtime.NumGoroutine()
+		dst := failRowsOf{Store: rs, device: "d10"}
+		if cancelled {
+			dst.cancel = cancel
+		}
+		_, err = Rebuild(ctx, raw, dst, "acme", "", day.Start(), day.End(), 2, nil)
+		if cancelled && !errors.Is(err, context.Canceled) || !cancelled && err == nil {
+			t.Errorf("cancelled %v: rebuild returned %v", cancelled, err)
+		}
+		if err := raw.Close(); err != nil {
+			t.Errorf("cancelled %v: closing the raw store after the rebuild: %v", cancelled, err)
+		}
+		if err := rs.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(time.Second); runtime.NumGoroutine() > goroutines && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > goroutines {
+			t.Errorf("cancelled %v: %d goroutines after the rebuild, %d before", cancelled, n, goroutines)
+		}
+		cancel()
+	}
+}
+
+// A device-day of more rows than a batch holds is inserted from its own
+// rows, in chunks of a batch.
+func TestRebuildLargeDeviceDay(t *testing.T) {
+	ctx := t.Context()
+	raw, rs := openRawAndRollups(t)
+	day := model.DayOf(base.UnixMilli())
+	var rows []model.ReadingRow
+	for minute := range int64(1440) {
+		for m := range 40 {
+			rows = append(rows, model.ReadingRow{TS: day.Start() + minute*rollup.MinuteMillis, Metric: fmt.Sprintf("m%02d", m), Value: float64(m)})
+		}
+	}
+	commitDay(t, raw, "big", day, 0, rows...)
+	commitDay(t, raw, "small", day, 0, model.ReadingRow{TS: day.Start(), Metric: "x", Value: 1})
+	dst := &rowsReader{Store: rs}
+	var steps []Progress
+	res, err := Rebuild(ctx, raw, dst, "acme", "", day.Start(), day.End(), 2, func(p Progress) { steps = append(steps, p) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// big's 57,600 rows: two inserts of their own; small's one row: one.
+	if res.Written != 1440*40+1 || dst.inserts != 3 || len(steps) != 2 {
+		t.Errorf("rebuild %+v in %d inserts, %d device-days reported; want 57,601 rows in 3 inserts, 2 reported", res, dst.inserts, len(steps))
+	}
+	v, err := Verify(ctx, raw, rs, "acme", day)
+	if err != nil || len(v.Mismatches) != 0 || v.RawRows != 1440*40+1 {
+		t.Errorf("verify after the rebuild: %+v, %v", v, err)
 	}
 }

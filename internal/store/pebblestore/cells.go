@@ -128,7 +128,9 @@ func AppendReading(key, val []byte, pk model.PartitionKey, rows []model.ReadingR
 // that read the raw store back as the gateway would: the series of a
 // reading key (a view of key) and the reading's rows, appended to rows. A
 // key that is not a reading key (another table, or a per-metric key of an
-// older store) is an error.
+// older store) is an error, and rows then comes back as it was given.
+// The sub-bucket is not returned: a caller that reads several partitions
+// of a device merges them itself.
 func DecodeReading(key, val []byte, rows []model.ReadingRow) (series []byte, out []model.ReadingRow, err error) {
 	rest, ok := bytes.CutPrefix(key, []byte{tabReadings})
 	if !ok || len(rest) < 4 {
@@ -149,6 +151,7 @@ func DecodeReading(key, val []byte, rows []model.ReadingRow) (series []byte, out
 		return nil, rows, fmt.Errorf("reading key %x: %w", key, errCorrupt)
 	}
 	ts := int64(binary.BigEndian.Uint64(rest[4:]) ^ 1<<63)
+	n := len(rows)
 	err = eachCell(val, func(name, cell []byte) error {
 		row := model.ReadingRow{TS: ts, Metric: string(name)}
 		if err := decodeReading(cell, &row); err != nil {
@@ -157,7 +160,10 @@ func DecodeReading(key, val []byte, rows []model.ReadingRow) (series []byte, out
 		rows = append(rows, row)
 		return nil
 	})
-	return series, rows, err
+	if err != nil {
+		return nil, rows[:n], err
+	}
+	return series, rows, nil
 }
 
 // appendReadings stages the rows of one partition (pk's prefix in key) as

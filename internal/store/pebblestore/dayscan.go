@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -16,103 +18,194 @@ import (
 // over the store's keys and calls fn once for every device with a key that
 // day, in byte order of the names, with its readings in [r.From, r.To) in
 // timestamp order, as reader.Readings gives them. It is for jobs that read
-// every device of a day (a rollup rebuild), which would otherwise seek to
-// each device's catalogue and partition in turn.
+// every device of a day (a rollup rebuild or verification), which would
+// otherwise seek to each device's catalogue and partition in turn.
 //
-// Only a device whose day is one partition, sub-bucket 0, in the current
+// Only a device whose day is one partition (any sub-bucket) in the current
 // key layout can be read this way: its rows are then in order and hold no
 // duplicates. For any other (split into several partitions, or holding
 // keys of a store written before one key per reading) fn gets whole false
 // and no readings, and the caller reads the device through the reader,
 // which merges its partitions. A device's readings are at most a
-// partition's rows (buckets.max_rows), and belong to fn once passed. fn
-// runs while the scan is open; the scan stops at the first error fn
-// returns, or when ctx ends.
+// partition's rows (buckets.max_rows), and belong to fn once passed.
+//
+// The pass seeks over each partition's rows outside r, and opens its
+// iterator again at the next device about once a second, so that a long
+// job does not pin the memtables and table files of its start. fn runs
+// while the pass is open; the pass stops at the first error fn returns,
+// or when ctx ends.
 func (s *Store) EachSeriesReadings(ctx context.Context, tenant string, day model.Day, r store.Range, fn func(series string, readings []model.Reading, whole bool) error) error {
 	prefix := appendStr(appendDay([]byte{tabReadings}, day), tenant)
-	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
-	if err != nil {
-		return fmt.Errorf("read the readings of %s on %s: %w", tenant, day, err)
+	p := dayScan{db: s.db, opts: &pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)}, prefix: prefix, r: r, fn: fn}
+	err := p.run(ctx)
+	if p.it != nil {
+		if cerr := p.it.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
 	}
-	if err := eachSeriesReadings(ctx, it, prefix, r, fn); err != nil {
-		_ = it.Close()
+	switch {
+	case err == nil:
+		return nil
+	case err == p.fnErr:
+		return err // fn's own, as it is
+	}
+	return fmt.Errorf("read the readings of %s on %s: %w", tenant, day, err)
+}
+
+// dayScanReopen is how long a day pass keeps one iterator (tests set it to
+// 0: a new iterator at every device).
+var dayScanReopen = time.Second
+
+// dayScan is the state of one EachSeriesReadings.
+type dayScan struct {
+	db     *pebble.DB
+	opts   *pebble.IterOptions
+	it     *pebble.Iterator
+	opened time.Time
+	prefix []byte
+	r      store.Range
+	fn     func(string, []model.Reading, bool) error
+
+	series   []byte // the device being read, nil before the first
+	name     string
+	whole    bool
+	sub      uint32 // its partition's sub-bucket, once seen
+	subSeen  bool
+	readings []model.Reading
+	seek     []byte // the key to seek to
+	fnErr    error  // what fn returned, if not nil
+}
+
+func (p *dayScan) open(ctx context.Context) error {
+	it, err := p.db.NewIterWithContext(ctx, p.opts)
+	if err != nil {
 		return err
 	}
-	if err := it.Close(); err != nil {
-		return fmt.Errorf("read the readings of %s on %s: %w", tenant, day, err)
-	}
+	p.it, p.opened = it, time.Now()
 	return nil
 }
 
-func eachSeriesReadings(ctx context.Context, it *pebble.Iterator, prefix []byte, r store.Range, fn func(string, []model.Reading, bool) error) error {
-	var (
-		series   []byte // the device being read, nil before the first
-		name     string
-		whole    bool
-		readings []model.Reading
-		n        int
-	)
-	done := func() error {
-		if series == nil {
-			return nil
-		}
-		if !whole {
-			readings = nil
-		}
-		err := fn(name, readings, whole)
-		readings = nil
+// done hands the device read to fn.
+func (p *dayScan) done() error {
+	if p.series == nil {
+		return nil
+	}
+	if !p.whole {
+		p.readings = nil
+	}
+	err := p.fn(p.name, p.readings, p.whole)
+	p.series, p.readings, p.fnErr = nil, nil, err
+	return err
+}
+
+func (p *dayScan) run(ctx context.Context) error {
+	if err := p.open(ctx); err != nil {
 		return err
 	}
-	for ok := it.First(); ok; ok = it.Next() {
+	n := 0
+	for ok := p.it.First(); ok; {
 		if n++; n%1024 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		k := it.Key()
-		rest := k[len(prefix):]
+		k := p.it.Key()
+		rest := k[len(p.prefix):]
 		i := bytes.IndexByte(rest, 0)
 		if i < 0 {
 			return fmt.Errorf("reading key %x: %w", k, errCorrupt)
 		}
-		if series == nil || !bytes.Equal(rest[:i], series) {
-			if err := done(); err != nil {
+		if p.series == nil || !bytes.Equal(rest[:i], p.series) {
+			if err := p.done(); err != nil { // and p.series is nil
 				return err
 			}
-			series = append(series[:0], rest[:i]...)
-			name, whole = string(series), true
+			if time.Since(p.opened) >= dayScanReopen {
+				// Start again at this key with a new iterator.
+				p.seek = append(p.seek[:0], k...)
+				if err := p.it.Close(); err != nil {
+					p.it = nil
+					return err
+				}
+				if err := p.open(ctx); err != nil {
+					p.it = nil
+					return err
+				}
+				if ok = p.it.SeekGE(p.seek); !ok {
+					break
+				}
+				k = p.it.Key()
+				rest = k[len(p.prefix):]
+				if i = bytes.IndexByte(rest, 0); i < 0 {
+					return fmt.Errorf("reading key %x: %w", k, errCorrupt)
+				}
+			}
+			p.series = append(p.series[:0], rest[:i]...)
+			p.name, p.whole, p.subSeen = string(p.series), true, false
 		}
-		if !whole {
-			continue
-		}
+		partition := len(p.prefix) + i + 1 // where the sub-bucket starts
 		tail := rest[i+1:]
-		if len(tail) != 4+8 || binary.BigEndian.Uint32(tail) != 0 {
-			whole = false // a per-metric key of an older store, or a second partition
+		if p.whole && len(tail) == 4+8 {
+			sub := binary.BigEndian.Uint32(tail)
+			if p.subSeen && sub != p.sub {
+				p.whole = false // a second partition
+			}
+			p.sub, p.subSeen = sub, true
+		} else {
+			p.whole = false // a per-metric key of an older store
+		}
+		if !p.whole {
+			// The device is read through the reader: on to the next.
+			p.seek = append(append(p.seek[:0], k[:partition-1]...), 1)
+			ok = p.it.SeekGE(p.seek)
 			continue
 		}
 		ts := int64(binary.BigEndian.Uint64(tail[4:]) ^ 1<<63)
-		if ts < r.From || ts >= r.To {
+		switch {
+		case ts < p.r.From: // to the range, in this partition
+			p.seek = appendTS(append(p.seek[:0], k[:partition+4]...), p.r.From)
+			ok = p.it.SeekGE(p.seek)
+			continue
+		case ts >= p.r.To: // past it: the next partition, if any
+			p.seek = append(p.seek[:0], k[:partition-1]...)
+			if p.sub == math.MaxUint32 {
+				p.seek = append(p.seek, 1)
+			} else {
+				p.seek = binary.BigEndian.AppendUint32(append(p.seek, 0), p.sub+1)
+			}
+			ok = p.it.SeekGE(p.seek)
 			continue
 		}
-		rd := model.Reading{DeviceID: name, TS: ts}
-		if n := len(readings); n > 0 {
-			rd.Metrics = make([]model.Metric, 0, len(readings[n-1].Metrics))
-		}
-		err := eachCell(it.Value(), func(metric, cell []byte) error {
-			row := model.ReadingRow{TS: ts, Metric: string(metric)}
-			if err := decodeReading(cell, &row); err != nil {
-				return fmt.Errorf("reading of %s at %d, metric %s: %w", name, ts, metric, err)
-			}
-			rd.Metrics = append(rd.Metrics, row.MetricOf())
-			if row.HasSeq {
-				rd.Seq, rd.HasSeq = row.Seq, true
-			}
-			return nil
-		})
-		if err != nil {
+		if err := p.add(ts); err != nil {
 			return err
 		}
-		readings = append(readings, rd)
+		ok = p.it.Next()
 	}
-	return done()
+	if err := p.it.Error(); err != nil {
+		return err
+	}
+	return p.done()
+}
+
+// add appends the reading at the iterator, of time ts.
+func (p *dayScan) add(ts int64) error {
+	rd := model.Reading{DeviceID: p.name, TS: ts}
+	if n := len(p.readings); n > 0 {
+		rd.Metrics = make([]model.Metric, 0, len(p.readings[n-1].Metrics))
+	}
+	err := eachCell(p.it.Value(), func(metric, cell []byte) error {
+		row := model.ReadingRow{TS: ts, Metric: string(metric)}
+		if err := decodeReading(cell, &row); err != nil {
+			return fmt.Errorf("reading of %s at %d, metric %s: %w", p.name, ts, metric, err)
+		}
+		rd.Metrics = append(rd.Metrics, row.MetricOf())
+		if row.HasSeq {
+			rd.Seq, rd.HasSeq = row.Seq, true
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	p.readings = append(p.readings, rd)
+	return nil
 }

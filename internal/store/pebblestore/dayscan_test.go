@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -20,7 +21,8 @@ import (
 // reader gives it; a device split over partitions (with readings in both,
 // some written twice) or holding per-metric keys of an older store is
 // handed over as not whole, for the reader. Devices of another tenant or
-// day, and readings outside the range, are left out.
+// day, and readings outside the range, are left out; a new iterator at
+// each device changes nothing.
 func TestEachSeriesReadingsMatchesReader(t *testing.T) {
 	ctx := t.Context()
 	s, err := Open(t.TempDir(), Options{}, slog.New(slog.DiscardHandler))
@@ -72,7 +74,11 @@ func TestEachSeriesReadingsMatchesReader(t *testing.T) {
 			continue
 		}
 		devices = append(devices, device)
-		write("acme", device, day, 0, 1+rng.IntN(30))
+		var sub uint32
+		if i%8 == 3 { // one partition, another writer's single one: whole
+			sub = 3 << 16
+		}
+		write("acme", device, day, sub, 1+rng.IntN(30))
 		switch i % 8 {
 		case 1: // split: a second partition, some readings written to both
 			write("acme", device, day, 1<<24|1, 1+rng.IntN(10))
@@ -86,10 +92,58 @@ func TestEachSeriesReadingsMatchesReader(t *testing.T) {
 			notWhole[device] = true
 		}
 	}
+	// Readings at the partial range's edges, in both of a split device's
+	// partitions and in a whole one.
+	from, to := day.Start()+3_600_000, day.Start()+9*3_600_000
+	for _, device := range []string{"edge", "edge-split"} {
+		for sub, ts := range map[uint32][]int64{0: {from - 1, from, to - 1, to}, 1<<24 | 1: {from, to - 1}} {
+			if sub != 0 && device == "edge" {
+				continue
+			}
+			pk := model.SeriesDay{Kind: model.KindReadings, Tenant: "acme", Series: device, Day: day}.Partition(sub)
+			var rows []model.ReadingRow
+			for _, at := range ts {
+				rows = append(rows, row(at, "a"))
+			}
+			if err := s.Commit(ctx, &store.Batch{
+				Partitions: []store.PartitionWrite{{Key: pk, Readings: rows}},
+				Catalogue:  []model.PartitionInfo{{Key: pk, Rows: int64(len(rows)), Bytes: 1 << 20, MinTS: day.Start(), MaxTS: day.End() - 1, State: "single"}},
+				Version:    1,
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	devices = append(devices, "edge", "edge-split")
+	notWhole["edge-split"] = true
 	write("acme", "dev-other-day", day+1, 0, 5)
 	write("other", "dev-other-tenant", day, 0, 5)
 	slices.Sort(devices)
 
+	// A new iterator at every device, or one for the whole pass.
+	defer func(d time.Duration) { dayScanReopen = d }(dayScanReopen)
+	for _, reopen := range []time.Duration{0, time.Hour} {
+		dayScanReopen = reopen
+		eachRange(t, s, day, devices, notWhole)
+	}
+
+	// fn's error ends the scan and is returned as it is.
+	stop := fmt.Errorf("enough")
+	calls := 0
+	err = s.EachSeriesReadings(ctx, "acme", day, store.Range{From: day.Start(), To: day.End()}, func(string, []model.Reading, bool) error {
+		calls++
+		return stop
+	})
+	if err != stop || calls != 1 {
+		t.Errorf("after fn's error: %v, %d calls; want it returned after one", err, calls)
+	}
+}
+
+// eachRange reads day in one pass over the whole day and over part of it,
+// and checks each device against the reader.
+func eachRange(t *testing.T, s *Store, day model.Day, devices []string, notWhole map[string]bool) {
+	t.Helper()
+	ctx := t.Context()
 	for _, r := range []store.Range{{From: day.Start(), To: day.End()}, {From: day.Start() + 3_600_000, To: day.Start() + 9*3_600_000}} {
 		var got []string
 		err := s.EachSeriesReadings(ctx, "acme", day, r, func(series string, readings []model.Reading, whole bool) error {
@@ -115,17 +169,6 @@ func TestEachSeriesReadingsMatchesReader(t *testing.T) {
 		if !slices.Equal(got, devices) {
 			t.Errorf("devices %q, want %q", got, devices)
 		}
-	}
-
-	// fn's error ends the scan and is returned as it is.
-	stop := fmt.Errorf("enough")
-	calls := 0
-	err = s.EachSeriesReadings(ctx, "acme", day, store.Range{From: day.Start(), To: day.End()}, func(string, []model.Reading, bool) error {
-		calls++
-		return stop
-	})
-	if err != stop || calls != 1 {
-		t.Errorf("after fn's error: %v, %d calls; want it returned after one", err, calls)
 	}
 }
 
