@@ -12,8 +12,8 @@ import (
 // counter.
 type scrape struct {
 	*pebble.Metrics
-	stalls  uint64
-	stalled time.Duration
+	stalls  [stallReasons]uint64
+	stalled [stallReasons]time.Duration
 }
 
 // family is one metric family of the embedded store.
@@ -21,6 +21,9 @@ type family struct {
 	Name, Help string
 	Type       prometheus.ValueType
 	value      func(scrape) float64
+	// byReason, if set instead of value, is the family's value for each
+	// stall reason, exported with the label reason.
+	byReason func(s scrape, reason int) float64
 }
 
 // families are the embedded store's metrics (docs/operations.md, "The
@@ -54,11 +57,11 @@ var families = []family{
 		Help:  "Block look-ups of the embedded store that missed its block cache and read the block from its file.",
 		value: func(s scrape) float64 { return float64(s.BlockCache.Misses) }},
 	{Name: "sluice_store_write_stalls_total", Type: prometheus.CounterValue,
-		Help:  "Times the embedded store held commits because flushes or compactions were behind.",
-		value: func(s scrape) float64 { return float64(s.stalls) }},
+		Help:     "Times the embedded store held commits because flushes or compactions were behind, by reason: memtables (all full, the oldest not flushed yet), l0 (level 0 at its bound), other.",
+		byReason: func(s scrape, r int) float64 { return float64(s.stalls[r]) }},
 	{Name: "sluice_store_write_stall_seconds_total", Type: prometheus.CounterValue,
-		Help:  "Time the embedded store held commits because flushes or compactions were behind.",
-		value: func(s scrape) float64 { return s.stalled.Seconds() }},
+		Help:     "Time the embedded store held commits because flushes or compactions were behind, by reason (as sluice_store_write_stalls_total).",
+		byReason: func(s scrape, r int) float64 { return s.stalled[r].Seconds() }},
 }
 
 // collector exports families, reading Pebble's metrics once a scrape.
@@ -78,7 +81,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	sc := scrape{Metrics: c.db.Metrics()}
 	sc.stalls, sc.stalled = c.stalls.read()
 	for i, f := range families {
-		ch <- prometheus.MustNewConstMetric(c.descs[i], f.Type, f.value(sc))
+		if f.byReason == nil {
+			ch <- prometheus.MustNewConstMetric(c.descs[i], f.Type, f.value(sc))
+			continue
+		}
+		for r, label := range stallReasonLabels {
+			ch <- prometheus.MustNewConstMetric(c.descs[i], f.Type, f.byReason(sc, r), label)
+		}
 	}
 }
 
@@ -89,7 +98,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 func (s *Store) Register(reg prometheus.Registerer) error {
 	c := &collector{db: s.db, stalls: s.stalls}
 	for _, f := range families {
-		c.descs = append(c.descs, prometheus.NewDesc(f.Name, f.Help, nil, nil))
+		var labels []string
+		if f.byReason != nil {
+			labels = []string{"reason"}
+		}
+		c.descs = append(c.descs, prometheus.NewDesc(f.Name, f.Help, labels, nil))
 	}
 	if err := reg.Register(c); err != nil {
 		return fmt.Errorf("register the embedded store's metrics: %w", err)

@@ -120,7 +120,7 @@ func openDB(dir string, opts Options, logger *slog.Logger, st *stalls) (*pebble.
 	}
 	if st != nil {
 		po.EventListener = &pebble.EventListener{
-			WriteStallBegin: func(pebble.WriteStallBeginInfo) { st.begin() },
+			WriteStallBegin: func(info pebble.WriteStallBeginInfo) { st.begin(info.Reason) },
 			WriteStallEnd:   st.end,
 		}
 	}

@@ -1,21 +1,45 @@
 package pebblestore
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
 
 // stalls counts Pebble's write stalls: the times commits waited because
 // the memtables or level 0 were at their bound (MemTableStopWritesThreshold,
-// l0StopWritesThreshold), and for how long. The clock is read under the
-// lock, so that a scrape racing a stall's end never sees the time stalled
-// go back.
+// l0StopWritesThreshold), and for how long, by reason. The clock is read
+// under the lock, so that a scrape racing a stall's end never sees the
+// time stalled go back.
 type stalls struct {
-	now   func() time.Time // time.Now unless a test sets it
-	mu    sync.Mutex
-	count uint64
-	total time.Duration
-	since time.Time // when the stall under way began; zero if none
+	now    func() time.Time // time.Now unless a test sets it
+	mu     sync.Mutex
+	count  [stallReasons]uint64
+	total  [stallReasons]time.Duration
+	since  time.Time // when the stall under way began; zero if none
+	reason int       // the stall under way's
+}
+
+// The reasons a stall is counted under (the label reason of its metrics).
+const (
+	stallMemtables = iota // the memtables all full, the oldest not flushed yet
+	stallL0               // level 0 at l0StopWritesThreshold
+	stallOther            // a reason Pebble names that is neither
+	stallReasons
+)
+
+var stallReasonLabels = [stallReasons]string{"memtables", "l0", "other"}
+
+// stallReason classifies the reason Pebble gives a stall
+// (pebble.WriteStallBeginInfo.Reason).
+func stallReason(r string) int {
+	switch {
+	case strings.HasPrefix(r, "memtable"):
+		return stallMemtables
+	case strings.HasPrefix(r, "L0"):
+		return stallL0
+	}
+	return stallOther
 }
 
 func (st *stalls) clock() time.Time {
@@ -25,11 +49,14 @@ func (st *stalls) clock() time.Time {
 	return time.Now()
 }
 
-func (st *stalls) begin() {
+// begin records the start of a stall Pebble gives reason for; a begin
+// during a stall is part of it.
+func (st *stalls) begin(reason string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.since.IsZero() {
-		st.count++
+		st.reason = stallReason(reason)
+		st.count[st.reason]++
 		st.since = st.clock()
 	}
 }
@@ -38,19 +65,19 @@ func (st *stalls) end() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if !st.since.IsZero() {
-		st.total += max(st.clock().Sub(st.since), 0)
+		st.total[st.reason] += max(st.clock().Sub(st.since), 0)
 		st.since = time.Time{}
 	}
 }
 
-// read returns the stalls begun and the time spent stalled, the stall under
-// way included.
-func (st *stalls) read() (count uint64, stalled time.Duration) {
+// read returns the stalls begun and the time spent stalled, by reason, the
+// stall under way included.
+func (st *stalls) read() (count [stallReasons]uint64, stalled [stallReasons]time.Duration) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	stalled = st.total
 	if !st.since.IsZero() {
-		stalled += max(st.clock().Sub(st.since), 0)
+		stalled[st.reason] += max(st.clock().Sub(st.since), 0)
 	}
 	return st.count, stalled
 }

@@ -5,25 +5,37 @@ import (
 	"time"
 )
 
+// Pebble's reasons for a stall (pebble.WriteStallBeginInfo.Reason).
+const (
+	memtablesFull = "memtable count limit reached"
+	l0Full        = "L0 file count limit exceeded"
+)
+
 func TestStalls(t *testing.T) {
 	type step struct {
-		at int    // milliseconds
-		op string // "begin", "end"
+		at     int    // milliseconds
+		op     string // "begin", "end"
+		reason string // of a begin
 	}
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	tests := []struct {
 		name      string
 		steps     []step
 		readAt    int
-		wantCount uint64
-		wantTime  time.Duration
+		wantCount [stallReasons]uint64
+		wantTime  [stallReasons]time.Duration
 	}{
-		{"none", nil, 0, 0, 0},
-		{"one ended", []step{{0, "begin"}, {30, "end"}}, 100, 1, 30 * time.Millisecond},
-		{"one under way counts up to now", []step{{10, "begin"}}, 50, 1, 40 * time.Millisecond},
-		{"a begin during a stall is the same stall", []step{{0, "begin"}, {5, "begin"}, {20, "end"}}, 20, 1, 20 * time.Millisecond},
-		{"an end without a begin is ignored", []step{{5, "end"}, {10, "begin"}, {15, "end"}, {40, "end"}}, 50, 1, 5 * time.Millisecond},
-		{"two", []step{{0, "begin"}, {10, "end"}, {20, "begin"}, {25, "end"}}, 30, 2, 15 * time.Millisecond},
-		{"a clock that steps back adds nothing", []step{{10, "begin"}, {5, "end"}}, 20, 1, 0},
+		{"none", nil, 0, [stallReasons]uint64{}, [stallReasons]time.Duration{}},
+		{"one ended", []step{{0, "begin", memtablesFull}, {30, "end", ""}}, 100, [stallReasons]uint64{1, 0, 0}, [stallReasons]time.Duration{ms(30), 0, 0}},
+		{"one under way counts up to now", []step{{10, "begin", l0Full}}, 50, [stallReasons]uint64{0, 1, 0}, [stallReasons]time.Duration{0, ms(40), 0}},
+		{"a begin during a stall is the same stall, of its first reason", []step{{0, "begin", l0Full}, {5, "begin", memtablesFull}, {20, "end", ""}}, 20,
+			[stallReasons]uint64{0, 1, 0}, [stallReasons]time.Duration{0, ms(20), 0}},
+		{"an end without a begin is ignored", []step{{5, "end", ""}, {10, "begin", memtablesFull}, {15, "end", ""}, {40, "end", ""}}, 50,
+			[stallReasons]uint64{1, 0, 0}, [stallReasons]time.Duration{ms(5), 0, 0}},
+		{"two of two reasons", []step{{0, "begin", memtablesFull}, {10, "end", ""}, {20, "begin", l0Full}, {25, "end", ""}}, 30,
+			[stallReasons]uint64{1, 1, 0}, [stallReasons]time.Duration{ms(10), ms(5), 0}},
+		{"a reason Pebble adds later", []step{{0, "begin", "flushes paused"}, {7, "end", ""}}, 30, [stallReasons]uint64{0, 0, 1}, [stallReasons]time.Duration{0, 0, ms(7)}},
+		{"a clock that steps back adds nothing", []step{{10, "begin", memtablesFull}, {5, "end", ""}}, 20, [stallReasons]uint64{1, 0, 0}, [stallReasons]time.Duration{}},
 	}
 	t0 := time.Unix(1000, 0)
 	for _, tt := range tests {
@@ -31,16 +43,16 @@ func TestStalls(t *testing.T) {
 			var now time.Time
 			st := stalls{now: func() time.Time { return now }}
 			for _, s := range tt.steps {
-				now = t0.Add(time.Duration(s.at) * time.Millisecond)
+				now = t0.Add(ms(s.at))
 				if s.op == "begin" {
-					st.begin()
+					st.begin(s.reason)
 				} else {
 					st.end()
 				}
 			}
-			now = t0.Add(time.Duration(tt.readAt) * time.Millisecond)
+			now = t0.Add(ms(tt.readAt))
 			if n, d := st.read(); n != tt.wantCount || d != tt.wantTime {
-				t.Errorf("read = %d stalls, %v; want %d, %v", n, d, tt.wantCount, tt.wantTime)
+				t.Errorf("read = %v stalls, %v; want %v, %v (memtables, l0, other)", n, d, tt.wantCount, tt.wantTime)
 			}
 		})
 	}
@@ -65,12 +77,12 @@ func TestStallsNeverGoBack(t *testing.T) {
 	}
 	t0 := time.Unix(1000, 0)
 	now = t0
-	st.begin()
+	st.begin(l0Full)
 	now = t0.Add(30 * time.Millisecond)
 	_, first := st.read()
 	now = t0.Add(40 * time.Millisecond)
 	st.end()
-	if _, second := st.read(); second < first {
+	if _, second := st.read(); second[stallL0] < first[stallL0] {
 		t.Errorf("time stalled went back from %v to %v", first, second)
 	}
 }
