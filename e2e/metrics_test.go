@@ -297,6 +297,11 @@ func TestMetricsDocumented(t *testing.T) {
 	const doc = "../docs/operations.md"
 	registered := map[string]bool{}
 	nameField := regexp.MustCompile(`Name:\s*"(sluice_[a-z0-9_]+)"`)
+	// A Pebble database's metrics (package pebblemetrics) are a Prefix:
+	// "sluice_..." where it is registered and each family's suffix.
+	prefixField := regexp.MustCompile(`Prefix:\s*"(sluice_[a-z0-9_]+)"`)
+	suffixField := regexp.MustCompile(`suffix:\s*"(_[a-z0-9_]+)"`)
+	var prefixes, suffixes []string
 	for _, root := range []string{"../internal", "../cmd"} {
 		err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
@@ -309,10 +314,24 @@ func TestMetricsDocumented(t *testing.T) {
 			for _, m := range nameField.FindAllStringSubmatch(string(b), -1) {
 				registered[m[1]] = true
 			}
+			for _, m := range prefixField.FindAllStringSubmatch(string(b), -1) {
+				prefixes = append(prefixes, m[1])
+			}
+			for _, m := range suffixField.FindAllStringSubmatch(string(b), -1) {
+				suffixes = append(suffixes, m[1])
+			}
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+	}
+	if len(prefixes) < 2 || len(suffixes) < 10 {
+		t.Fatalf("found %d Pebble databases' prefixes and %d suffixes: %v, %v", len(prefixes), len(suffixes), prefixes, suffixes)
+	}
+	for _, p := range prefixes {
+		for _, sfx := range suffixes {
+			registered[p+sfx] = true
 		}
 	}
 	if len(registered) < 30 {

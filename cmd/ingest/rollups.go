@@ -61,6 +61,12 @@ func startRollups(cfg config.Config, raw rollupfeed.Raw, logger *slog.Logger, re
 		if err != nil {
 			return nil, err
 		}
+		if reg != nil {
+			if err := emb.Register(reg); err != nil {
+				_ = emb.Close()
+				return nil, err
+			}
+		}
 		r.emb, dst = emb, emb
 	}
 	ob, err := outbox.Open(filepath.Join(cfg.DataDir, "outbox"), cfg.Rollups.OutboxMaxBytes, logger)

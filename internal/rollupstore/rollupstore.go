@@ -19,16 +19,19 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/pebblelog"
+	"github.com/sluicehq/sluice/internal/pebblemetrics"
 	"github.com/sluicehq/sluice/internal/rollup"
 	"github.com/sluicehq/sluice/internal/store"
 )
 
 // Store is an open embedded rollup store. Safe for concurrent use.
 type Store struct {
-	db *pebble.DB
+	db     *pebble.DB
+	stalls *pebblemetrics.Stalls // Pebble's write stalls, for the metrics
 }
 
 // Options tune the store.
@@ -52,8 +55,10 @@ func OpenWith(dir string, opts Options, logger *slog.Logger) (*Store, error) {
 	// large memtable (Pebble's default is 4 MiB), and many level-0 files
 	// before compacting them, so that each day's rows are rewritten about a
 	// quarter as often as with the default of 4 files.
+	st := &pebblemetrics.Stalls{}
 	db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.New(logger, "rollupstore"), FormatMajorVersion: pebble.FormatNewest, Merger: latestMerger,
-		MemTableSize: uint64(memTable), L0CompactionThreshold: 16, L0StopWritesThreshold: 48})
+		MemTableSize: uint64(memTable), L0CompactionThreshold: l0CompactionThreshold, L0StopWritesThreshold: l0StopWritesThreshold,
+		EventListener: st.Listener()})
 	if err != nil {
 		if strings.Contains(err.Error(), "merger name") {
 			// Written before rows became merge operands (a development
@@ -62,7 +67,22 @@ func OpenWith(dir string, opts Options, logger *slog.Logger) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open rollup store %q: %w", dir, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, stalls: st}, nil
+}
+
+// The rollup store's level 0 bounds (see OpenWith).
+const (
+	l0CompactionThreshold = 16
+	l0StopWritesThreshold = 48
+)
+
+// Register adds the rollup store's metrics (package pebblemetrics, named
+// sluice_rollup_store_*) to reg: the shape of its LSM tree, its flushes,
+// compactions and write stalls, its memtables, its block cache and its
+// size on disk.
+func (s *Store) Register(reg prometheus.Registerer) error {
+	return pebblemetrics.Register(reg, s.db, pebblemetrics.DB{Prefix: "sluice_rollup_store", What: "embedded rollup store",
+		L0Compaction: l0CompactionThreshold / 2, L0Stop: l0StopWritesThreshold, Stalls: s.stalls})
 }
 
 // Close closes the database.

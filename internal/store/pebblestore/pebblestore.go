@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/membudget"
 	"github.com/sluicehq/sluice/internal/model"
 	"github.com/sluicehq/sluice/internal/pebblelog"
+	"github.com/sluicehq/sluice/internal/pebblemetrics"
 	"github.com/sluicehq/sluice/internal/store"
 )
 
@@ -46,7 +47,7 @@ type Store struct {
 	sealMu sync.Mutex // serialises PutAuditSeal's check and write
 	// leafFiles numbers the files that seals write their leaves to.
 	leafFiles atomic.Uint64
-	stalls    *stalls // Pebble's write stalls, for the metrics
+	stalls    *pebblemetrics.Stalls // Pebble's write stalls, for the metrics
 }
 
 // Version returns the version of the next batch (sink.Versioner): catalogue
@@ -62,7 +63,7 @@ func OptionsFor(p membudget.Plan) Options {
 
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, opts Options, logger *slog.Logger) (*Store, error) {
-	st := &stalls{}
+	st := &pebblemetrics.Stalls{}
 	db, po, err := openDB(dir, opts, logger, st)
 	if err != nil {
 		return nil, fmt.Errorf("open embedded store %q: %w", dir, err)
@@ -91,7 +92,7 @@ func OpenDB(dir string, opts Options, logger *slog.Logger) (*pebble.DB, error) {
 
 // openDB opens the Pebble database in dir and returns it with the options
 // it was opened with. Its write stalls are counted in st, unless st is nil.
-func openDB(dir string, opts Options, logger *slog.Logger, st *stalls) (*pebble.DB, *pebble.Options, error) {
+func openDB(dir string, opts Options, logger *slog.Logger, st *pebblemetrics.Stalls) (*pebble.DB, *pebble.Options, error) {
 	cacheBytes, memTable, memTables := opts.CacheBytes, opts.MemTableBytes, opts.MemTables
 	if cacheBytes <= 0 {
 		cacheBytes = 64 << 20
@@ -119,10 +120,7 @@ func openDB(dir string, opts Options, logger *slog.Logger, st *stalls) (*pebble.
 		po.Levels[i].IndexBlockSize = indexBlockSize
 	}
 	if st != nil {
-		po.EventListener = &pebble.EventListener{
-			WriteStallBegin: func(info pebble.WriteStallBeginInfo) { st.begin(info.Reason) },
-			WriteStallEnd:   st.end,
-		}
+		po.EventListener = st.Listener()
 	}
 	// Defaulted here, not only in the copy Open makes: the leaf tables a
 	// seal writes take their format from po.

@@ -1,17 +1,29 @@
-package pebblestore
+package pebblemetrics
 
 import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
-// stalls counts Pebble's write stalls: the times commits waited because
-// the memtables or level 0 were at their bound (MemTableStopWritesThreshold,
-// l0StopWritesThreshold), and for how long, by reason. The clock is read
-// under the lock, so that a scrape racing a stall's end never sees the
-// time stalled go back.
-type stalls struct {
+// Listener returns the event listener that counts the database's stalls
+// in st: the database's pebble.Options.EventListener.
+func (st *Stalls) Listener() *pebble.EventListener {
+	return &pebble.EventListener{
+		WriteStallBegin: func(info pebble.WriteStallBeginInfo) { st.begin(info.Reason) },
+		WriteStallEnd:   st.end,
+	}
+}
+
+// Stalls counts a database's write stalls: the times commits waited
+// because the memtables or level 0 were at their bound
+// (MemTableStopWritesThreshold, L0StopWritesThreshold), and for how long,
+// by reason. The clock is read under the lock, so that a scrape racing a
+// stall's end never sees the time stalled go back. The zero value counts
+// none yet.
+type Stalls struct {
 	now    func() time.Time // time.Now unless a test sets it
 	mu     sync.Mutex
 	count  [stallReasons]uint64
@@ -42,7 +54,7 @@ func stallReason(r string) int {
 	return stallOther
 }
 
-func (st *stalls) clock() time.Time {
+func (st *Stalls) clock() time.Time {
 	if st.now != nil {
 		return st.now()
 	}
@@ -51,7 +63,7 @@ func (st *stalls) clock() time.Time {
 
 // begin records the start of a stall Pebble gives reason for; a begin
 // during a stall is part of it.
-func (st *stalls) begin(reason string) {
+func (st *Stalls) begin(reason string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.since.IsZero() {
@@ -61,7 +73,7 @@ func (st *stalls) begin(reason string) {
 	}
 }
 
-func (st *stalls) end() {
+func (st *Stalls) end() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if !st.since.IsZero() {
@@ -72,7 +84,7 @@ func (st *stalls) end() {
 
 // read returns the stalls begun and the time spent stalled, by reason, the
 // stall under way included.
-func (st *stalls) read() (count [stallReasons]uint64, stalled [stallReasons]time.Duration) {
+func (st *Stalls) read() (count [stallReasons]uint64, stalled [stallReasons]time.Duration) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	stalled = st.total

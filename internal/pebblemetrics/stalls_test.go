@@ -1,4 +1,4 @@
-package pebblestore
+package pebblemetrics
 
 import (
 	"testing"
@@ -41,7 +41,7 @@ func TestStalls(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var now time.Time
-			st := stalls{now: func() time.Time { return now }}
+			st := Stalls{now: func() time.Time { return now }}
 			for _, s := range tt.steps {
 				now = t0.Add(ms(s.at))
 				if s.op == "begin" {
@@ -66,7 +66,7 @@ func TestStalls(t *testing.T) {
 func TestStallsNeverGoBack(t *testing.T) {
 	var (
 		now time.Time
-		st  stalls
+		st  Stalls
 	)
 	st.now = func() time.Time {
 		if st.mu.TryLock() {
