@@ -186,7 +186,7 @@ func runFleet(tb testing.TB, l fleetLoad, env ...string) fleetResult {
 			}
 		})
 	ss := g.scrape()
-	res.entries = sumOf(ss, "sluice_sink_catalogue_entries_total")
+	res.entries = sum(ss, "sluice_sink_catalogue_entries_total")
 	res.reads = g.metricOf(ss, "sluice_buckets_catalogue_reads_total")
 	res.commits = g.metricOf(ss, "sluice_sink_commits_total")
 	if rollups {
@@ -832,24 +832,15 @@ func runRebuild(tb testing.TB, l fleetLoad) rebuilt {
 	return res
 }
 
-// runQuery runs the query CLI against g with --format json, decodes its
-// output into v and returns how long it ran.
+// runQuery runs the query CLI against g (queryT) with --format json,
+// decodes its output into v and returns how long it ran.
 func runQuery(tb testing.TB, g *gateway, v any, args ...string) time.Duration {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "query"), append(args, "--format", "json")...)
-	cmd.Env = append(os.Environ(), "SLUICE_URL="+g.url, "SLUICE_TOKEN="+token)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err := cmd.Run()
+	out, _ := g.queryT(tb, append(args, "--format", "json")...)
 	took := time.Since(start)
-	if err != nil {
-		tb.Fatalf("query %s: %v\n%s\n%s", strings.Join(args, " "), err, tail(stdout.String(), 2000), tail(stderr.String(), 2000))
-	}
-	if err := json.Unmarshal(stdout.Bytes(), v); err != nil {
-		tb.Fatalf("query %s: %v\n%s", strings.Join(args, " "), err, tail(stdout.String(), 2000))
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		tb.Fatalf("query %s: %v\n%s", strings.Join(args, " "), err, tail(out, 2000))
 	}
 	return took
 }

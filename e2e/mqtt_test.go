@@ -101,18 +101,7 @@ func (g *gateway) metricOf(ss []sample, sample string) float64 {
 // (all label values; 0 when none was observed yet).
 func (g *gateway) metricSum(name string) float64 {
 	g.t.Helper()
-	return sumOf(g.scrape(), name)
-}
-
-// sumOf is metricSum of samples already scraped.
-func sumOf(ss []sample, name string) float64 {
-	var sum float64
-	for _, s := range ss {
-		if s.name == name {
-			sum += s.value
-		}
-	}
-	return sum
+	return sum(g.scrape(), name)
 }
 
 // device connects to the embedded broker as the device account.

@@ -279,6 +279,35 @@ func AppendReadingRows(dst []ReadingRow, r Reading) []ReadingRow {
 	return dst
 }
 
+// AppendRow is AppendReadingRows' inverse, a row at a time: it adds row r
+// of device to readings, rows coming in time order, as a metric of the
+// last reading when it has r's timestamp, else as a new reading (with
+// room for as many metrics as the one before it had). A row's sequence
+// number, if it has one, is its reading's.
+func AppendRow(readings []Reading, device string, r ReadingRow) []Reading {
+	if n := len(readings); n > 0 && readings[n-1].TS == r.TS {
+		last := &readings[n-1]
+		last.Metrics = append(last.Metrics, r.MetricOf())
+		if r.HasSeq {
+			last.Seq, last.HasSeq = r.Seq, true
+		}
+		return readings
+	}
+	// A device's readings mostly carry the same metrics, and a slice
+	// grown one metric at a time is allocated again at 2, 4 and 8.
+	size := firstMetrics
+	if n := len(readings); n > 0 {
+		size = len(readings[n-1].Metrics)
+	}
+	metrics := append(make([]Metric, 0, size), r.MetricOf())
+	return append(readings, Reading{DeviceID: device, TS: r.TS, Seq: r.Seq, HasSeq: r.HasSeq, Metrics: metrics})
+}
+
+// firstMetrics is the room AppendRow gives the first reading: a reading of
+// one metric then wastes a few hundred bytes, a reading of several is not
+// allocated again at two, four and eight.
+const firstMetrics = 8
+
 // Size is the row's payload size in bytes as the partition bound counts it:
 // clustering key plus value, without the partition key every row shares.
 func (r ReadingRow) Size() int64 {

@@ -19,9 +19,9 @@ type DB struct {
 	Prefix string
 	// What names the database in the metrics' help (the embedded store).
 	What string
-	// L0Compaction and L0Stop are level 0's sublevels at which the
-	// database compacts it and holds commits, for the help.
-	L0Compaction, L0Stop int
+	// L0CompactionThreshold and L0StopWritesThreshold are the database's
+	// pebble.Options of those names, for the help.
+	L0CompactionThreshold, L0StopWritesThreshold int
 	// Stalls counts the database's write stalls: its Listener must be
 	// the database's event listener.
 	Stalls *Stalls
@@ -49,7 +49,9 @@ type family struct {
 func families(d DB) []family {
 	return []family{
 		{suffix: "_l0_sublevels", typ: prometheus.GaugeValue,
-			help:  fmt.Sprintf("Sublevels of level 0 of the %s: compacted from %d, commits held at %d.", d.What, d.L0Compaction, d.L0Stop),
+			// Pebble scores level 0 at twice its sublevels over the
+			// threshold and compacts from a score of 1.
+			help:  fmt.Sprintf("Sublevels of level 0 of the %s: compacted from %d, commits held at %d.", d.What, d.L0CompactionThreshold/2, d.L0StopWritesThreshold),
 			value: func(s scrape) float64 { return float64(s.Levels[0].Sublevels) }},
 		{suffix: "_l0_tables", typ: prometheus.GaugeValue,
 			help:  "Tables in level 0 of the " + d.What + ".",

@@ -144,26 +144,11 @@ func Readings(ctx context.Context, st Store, q Query) ([]model.Reading, string, 
 	}
 	pos := func(r model.ReadingRow) store.Pos { return store.Pos{TS: r.TS, Key: r.Metric} }
 	emit := func(r model.ReadingRow) bool {
-		if n := len(out); n > 0 && out[n-1].TS == r.TS {
-			last := &out[n-1]
-			last.Metrics = append(last.Metrics, r.MetricOf())
-			if r.HasSeq {
-				last.Seq, last.HasSeq = r.Seq, true
-			}
-			return true
-		}
-		if len(out) == q.Limit {
+		// A page ends after a whole reading.
+		if n := len(out); n == q.Limit && out[n-1].TS != r.TS {
 			return false
 		}
-		// Room for as many metrics as the reading before had: a device's
-		// readings mostly carry the same metrics, and a slice grown one
-		// metric at a time is allocated again at 2, 4 and 8.
-		size := firstMetrics
-		if n := len(out); n > 0 {
-			size = len(out[n-1].Metrics)
-		}
-		metrics := append(make([]model.Metric, 0, size), r.MetricOf())
-		out = append(out, model.Reading{DeviceID: q.Series, TS: r.TS, Seq: r.Seq, HasSeq: r.HasSeq, Metrics: metrics})
+		out = model.AppendRow(out, q.Series, r)
 		return true
 	}
 	more, err := mergeRange(ctx, st, model.KindReadings, q, after, scan, pos, emit)
@@ -172,11 +157,6 @@ func Readings(ctx context.Context, st Store, q Query) ([]model.Reading, string, 
 	}
 	return out, encodeCursor(model.KindReadings, q.Series, store.Pos{TS: out[len(out)-1].TS, Key: lastKey}), nil
 }
-
-// firstMetrics is the room a page's first reading starts with: a reading
-// of one metric then wastes a few hundred bytes, a reading of several is
-// not allocated again at two, four and eight.
-const firstMetrics = 8
 
 // Audit returns up to q.Limit events of stream q.Series in (ts, event_id)
 // order, and a cursor when more remain.

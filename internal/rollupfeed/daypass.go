@@ -20,8 +20,7 @@ type dayPass struct {
 	err     *error   // the pass's own, once it ended
 	pending *scanned // met by the pass, not yet asked for
 	ended   bool
-	last    string // the device asked for last
-	asked   bool
+	last    string // the device asked for last ("" before the first: names are not empty)
 }
 
 // scanned is one device of the pass.
@@ -66,11 +65,11 @@ func (p *dayPass) take(d string) (readings []model.Reading, have bool, err error
 	if p.next == nil {
 		return nil, false, nil
 	}
-	if p.asked && d <= p.last {
+	if d <= p.last {
 		// Taken as having no readings, it would lose them.
 		return nil, false, fmt.Errorf("device %q asked for after %q: a day pass hands devices out in order", d, p.last)
 	}
-	p.last, p.asked = d, true
+	p.last = d
 	for {
 		if p.pending == nil && !p.ended {
 			s, ok := p.next()
@@ -80,11 +79,10 @@ func (p *dayPass) take(d string) (readings []model.Reading, have bool, err error
 				p.pending = &s
 			}
 		}
-		if p.ended {
-			// The pass's error stands for every device asked for after it.
-			if err := *p.err; err != nil && !errors.Is(err, errPassStopped) {
-				return nil, false, err
-			}
+		// The pass's error stands for every device asked for after it.
+		// (errPassStopped is never seen here: only stop causes it.)
+		if err := *p.err; p.ended && err != nil {
+			return nil, false, err
 		}
 		switch {
 		case p.pending == nil: // the pass ended: d has no key that day

@@ -45,7 +45,9 @@ func TestRollupStoreMetrics(t *testing.T) {
 	if err := s.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	l := s.stalls.Listener()
+	// A stall as Pebble reports it to the listener of the options the
+	// store opens its database with.
+	l := pebbleOptions(Options{}, quiet, s.stalls).EventListener
 	l.WriteStallBegin(pebble.WriteStallBeginInfo{Reason: "L0 file count limit exceeded"})
 	l.WriteStallEnd()
 

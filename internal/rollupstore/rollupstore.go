@@ -47,18 +47,8 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 
 // OpenWith opens (creating if needed) the store in dir.
 func OpenWith(dir string, opts Options, logger *slog.Logger) (*Store, error) {
-	memTable := opts.MemTableBytes
-	if memTable <= 0 {
-		memTable = 64 << 20
-	}
-	// Written all the time in small synced batches, read now and then: a
-	// large memtable (Pebble's default is 4 MiB), and many level-0 files
-	// before compacting them, so that each day's rows are rewritten about a
-	// quarter as often as with the default of 4 files.
 	st := &pebblemetrics.Stalls{}
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.New(logger, "rollupstore"), FormatMajorVersion: pebble.FormatNewest, Merger: latestMerger,
-		MemTableSize: uint64(memTable), L0CompactionThreshold: l0CompactionThreshold, L0StopWritesThreshold: l0StopWritesThreshold,
-		EventListener: st.Listener()})
+	db, err := pebble.Open(dir, pebbleOptions(opts, logger, st))
 	if err != nil {
 		if strings.Contains(err.Error(), "merger name") {
 			// Written before rows became merge operands (a development
@@ -70,7 +60,23 @@ func OpenWith(dir string, opts Options, logger *slog.Logger) (*Store, error) {
 	return &Store{db: db, stalls: st}, nil
 }
 
-// The rollup store's level 0 bounds (see OpenWith).
+// pebbleOptions are the database's options, its write stalls counted in
+// st.
+func pebbleOptions(opts Options, logger *slog.Logger, st *pebblemetrics.Stalls) *pebble.Options {
+	memTable := opts.MemTableBytes
+	if memTable <= 0 {
+		memTable = 64 << 20
+	}
+	// Written all the time in small synced batches, read now and then: a
+	// large memtable (Pebble's default is 4 MiB), and many level-0 files
+	// before compacting them, so that each day's rows are rewritten about a
+	// quarter as often as with the default of 4 files.
+	return &pebble.Options{Logger: pebblelog.New(logger, "rollupstore"), FormatMajorVersion: pebble.FormatNewest, Merger: latestMerger,
+		MemTableSize: uint64(memTable), L0CompactionThreshold: l0CompactionThreshold, L0StopWritesThreshold: l0StopWritesThreshold,
+		EventListener: st.Listener()}
+}
+
+// The rollup store's level 0 bounds (see pebbleOptions).
 const (
 	l0CompactionThreshold = 16
 	l0StopWritesThreshold = 48
@@ -82,7 +88,7 @@ const (
 // size on disk.
 func (s *Store) Register(reg prometheus.Registerer) error {
 	return pebblemetrics.Register(reg, s.db, pebblemetrics.DB{Prefix: "sluice_rollup_store", What: "embedded rollup store",
-		L0Compaction: l0CompactionThreshold / 2, L0Stop: l0StopWritesThreshold, Stalls: s.stalls})
+		L0CompactionThreshold: l0CompactionThreshold, L0StopWritesThreshold: l0StopWritesThreshold, Stalls: s.stalls})
 }
 
 // Close closes the database.

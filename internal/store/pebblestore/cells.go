@@ -150,9 +150,17 @@ func DecodeReading(key, val []byte, rows []model.ReadingRow) (series []byte, out
 	if len(rest) != 4+8 { // the sub-bucket and the timestamp
 		return nil, rows, fmt.Errorf("reading key %x: %w", key, errCorrupt)
 	}
-	ts := int64(binary.BigEndian.Uint64(rest[4:]) ^ 1<<63)
 	n := len(rows)
-	err = eachCell(val, func(name, cell []byte) error {
+	if rows, err = appendCells(rows, int64(binary.BigEndian.Uint64(rest[4:])^1<<63), val); err != nil {
+		return nil, rows[:n], err
+	}
+	return series, rows, nil
+}
+
+// appendCells appends the rows of a reading value, all of time ts, in the
+// order of its cells (metric names).
+func appendCells(rows []model.ReadingRow, ts int64, v []byte) ([]model.ReadingRow, error) {
+	err := eachCell(v, func(name, cell []byte) error {
 		row := model.ReadingRow{TS: ts, Metric: string(name)}
 		if err := decodeReading(cell, &row); err != nil {
 			return fmt.Errorf("reading at %d, metric %s: %w", ts, name, err)
@@ -160,10 +168,7 @@ func DecodeReading(key, val []byte, rows []model.ReadingRow) (series []byte, out
 		rows = append(rows, row)
 		return nil
 	})
-	if err != nil {
-		return nil, rows[:n], err
-	}
-	return series, rows, nil
+	return rows, err
 }
 
 // appendReadings stages the rows of one partition (pk's prefix in key) as
@@ -371,14 +376,7 @@ func scanReadingRows(ctx context.Context, src iterSource, pk model.PartitionKey,
 			}
 		}
 		if len(k) == 8 {
-			err = eachCell(it.Value(), func(name, cell []byte) error {
-				row := model.ReadingRow{TS: ts, Metric: string(name)}
-				if err := decodeReading(cell, &row); err != nil {
-					return fmt.Errorf("reading at %d, metric %s: %w", ts, name, err)
-				}
-				out = append(out, row)
-				return nil
-			})
+			out, err = appendCells(out, ts, it.Value())
 		} else {
 			group := out[start:]
 			err = addLegacy(&group, ts, k[8:], it.Value())

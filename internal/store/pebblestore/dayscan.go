@@ -72,8 +72,9 @@ type dayScan struct {
 	sub      uint32 // its partition's sub-bucket, once seen
 	subSeen  bool
 	readings []model.Reading
-	seek     []byte // the key to seek to
-	fnErr    error  // what fn returned, if not nil
+	cells    []model.ReadingRow // a reading's, decoded
+	seek     []byte             // the key to seek to
+	fnErr    error              // what fn returned, if not nil
 }
 
 func (p *dayScan) open(ctx context.Context) error {
@@ -188,24 +189,12 @@ func (p *dayScan) run(ctx context.Context) error {
 
 // add appends the reading at the iterator, of time ts.
 func (p *dayScan) add(ts int64) error {
-	rd := model.Reading{DeviceID: p.name, TS: ts}
-	if n := len(p.readings); n > 0 {
-		rd.Metrics = make([]model.Metric, 0, len(p.readings[n-1].Metrics))
+	var err error
+	if p.cells, err = appendCells(p.cells[:0], ts, p.it.Value()); err != nil {
+		return fmt.Errorf("reading of %s: %w", p.name, err)
 	}
-	err := eachCell(p.it.Value(), func(metric, cell []byte) error {
-		row := model.ReadingRow{TS: ts, Metric: string(metric)}
-		if err := decodeReading(cell, &row); err != nil {
-			return fmt.Errorf("reading of %s at %d, metric %s: %w", p.name, ts, metric, err)
-		}
-		rd.Metrics = append(rd.Metrics, row.MetricOf())
-		if row.HasSeq {
-			rd.Seq, rd.HasSeq = row.Seq, true
-		}
-		return nil
-	})
-	if err != nil {
-		return err
+	for _, c := range p.cells {
+		p.readings = model.AppendRow(p.readings, p.name, c)
 	}
-	p.readings = append(p.readings, rd)
 	return nil
 }

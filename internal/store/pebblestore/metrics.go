@@ -12,5 +12,5 @@ import (
 // size on disk.
 func (s *Store) Register(reg prometheus.Registerer) error {
 	return pebblemetrics.Register(reg, s.db, pebblemetrics.DB{Prefix: "sluice_store", What: "embedded store",
-		L0Compaction: l0CompactionThreshold / 2, L0Stop: l0StopWritesThreshold, Stalls: s.stalls})
+		L0CompactionThreshold: l0CompactionThreshold, L0StopWritesThreshold: l0StopWritesThreshold, Stalls: s.stalls})
 }
